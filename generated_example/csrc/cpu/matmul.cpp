@@ -1,0 +1,332 @@
+// Hand-written CPU kernel for example::matmul (user-owned): C = A (M x K) @ B (K x N).
+//
+// GotoBLAS-style blocking:
+//   * B is packed once per call into NR-wide column slivers, one KC-deep
+//     block after another (B_packed[kblock][sliver][k][NR], zero-padded);
+//   * work is split into tasks = (block of rows of C) x (block of columns);
+//     each task packs its MC x KC block of A into MR-row panels (zero-padded)
+//     in a per-thread buffer (L2) and, for every NR sliver of B (L1), runs the
+//     register-blocked micro-kernel over every MR panel of A;
+//   * micro-kernel: AVX2 FMA, MR x NR = 6 x 16 floats / 6 x 8 doubles (12 ymm
+//     accumulators, 2 B loads + 6 broadcasts + 12 FMA per k).
+// Scalar fallback: same packing/blocking, portable micro-kernel.
+#include "../matmul.h"
+#include "kernel_utils.h"
+
+#include <cstdlib>
+#include <memory>
+
+namespace example {
+namespace {
+
+using kutil::Tensor;
+
+constexpr int64_t kMR = 6;
+template <typename T> struct NRof;
+template <> struct NRof<float> { static constexpr int64_t value = 16; };
+template <> struct NRof<double> { static constexpr int64_t value = 8; };
+
+constexpr int64_t kKC = 256;     // depth of a packed block
+constexpr int64_t kMCmax = 144;  // rows of A per task (multiple of kMR)
+
+// Per-thread scratch buffer that grows and is reused across calls (a fresh
+// multi-MB malloc per call costs page faults comparable to the compute).
+struct Scratch {
+  void* p = nullptr;
+  size_t cap = 0;
+  ~Scratch() { std::free(p); }
+  template <typename T>
+  T* get(size_t n) {
+    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
+    if (bytes > cap) {
+      std::free(p);
+      p = std::aligned_alloc(64, bytes);
+      STD_TORCH_CHECK(p != nullptr, "example::matmul: out of memory allocating ", bytes,
+                      " bytes of packing scratch");
+      cap = bytes;
+    }
+    return static_cast<T*>(p);
+  }
+};
+thread_local Scratch tl_bpack;
+thread_local Scratch tl_apack;
+
+// ---- packing ---------------------------------------------------------------
+// B block [k0, k0+kc) x sliver j -> dst[k][NR] (zero-padded past N).
+template <typename T, int64_t NR>
+void pack_b_sliver(const T* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
+                   int64_t n0, T* dst) {
+  const int64_t nv = std::min<int64_t>(NR, N - n0);
+  if (nv == NR) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = B + (k0 + k) * ldb + n0;
+      for (int64_t c = 0; c < NR; ++c) dst[k * NR + c] = src[c];
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = B + (k0 + k) * ldb + n0;
+      int64_t c = 0;
+      for (; c < nv; ++c) dst[k * NR + c] = src[c];
+      for (; c < NR; ++c) dst[k * NR + c] = T(0);
+    }
+  }
+}
+
+// A rows [i0, i0+mr) x cols [k0, k0+kc) -> dst[k][kMR] (zero-padded past mr).
+template <typename T>
+void pack_a_panel(const T* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
+                  int64_t kc, T* dst) {
+  if (mr == kMR) {
+    const T* a0 = A + (i0 + 0) * lda + k0;
+    const T* a1 = A + (i0 + 1) * lda + k0;
+    const T* a2 = A + (i0 + 2) * lda + k0;
+    const T* a3 = A + (i0 + 3) * lda + k0;
+    const T* a4 = A + (i0 + 4) * lda + k0;
+    const T* a5 = A + (i0 + 5) * lda + k0;
+    for (int64_t k = 0; k < kc; ++k) {
+      T* d = dst + k * kMR;
+      d[0] = a0[k]; d[1] = a1[k]; d[2] = a2[k];
+      d[3] = a3[k]; d[4] = a4[k]; d[5] = a5[k];
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      T* d = dst + k * kMR;
+      int64_t r = 0;
+      for (; r < mr; ++r) d[r] = A[(i0 + r) * lda + k0 + k];
+      for (; r < kMR; ++r) d[r] = T(0);
+    }
+  }
+}
+
+// Write an MR x NR accumulator tile (row-major in `acc`) to C, handling partial
+// tiles and first-block (store) vs later-block (accumulate).
+template <typename T, int64_t NR>
+inline void store_tile(const T* acc, T* C, int64_t ldc, int64_t mr, int64_t nr,
+                       bool accumulate) {
+  for (int64_t r = 0; r < mr; ++r) {
+    T* c = C + r * ldc;
+    const T* a = acc + r * NR;
+    if (accumulate)
+      for (int64_t j = 0; j < nr; ++j) c[j] += a[j];
+    else
+      for (int64_t j = 0; j < nr; ++j) c[j] = a[j];
+  }
+}
+
+// ---- micro-kernels -----------------------------------------------------------
+template <typename T, int64_t NR>
+void ukernel_scalar(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
+                    T* C, int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
+  T acc[kMR * NR];
+  for (int64_t i = 0; i < kMR * NR; ++i) acc[i] = T(0);
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* a = Ap + k * kMR;
+    const T* b = Bp + k * NR;
+    for (int64_t r = 0; r < kMR; ++r)
+      for (int64_t j = 0; j < NR; ++j) acc[r * NR + j] += a[r] * b[j];
+  }
+  store_tile<T, NR>(acc, C, ldc, mr, nr, accumulate);
+}
+
+#if EXAMPLE_X86
+EXAMPLE_AVX2 void ukernel_avx2(int64_t kc, const float* __restrict Ap,
+                               const float* __restrict Bp, float* C, int64_t ldc,
+                               int64_t mr, int64_t nr, bool accumulate) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
+         c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(Bp);
+    const __m256 b1 = _mm256_load_ps(Bp + 8);
+    __m256 a;
+    a = _mm256_broadcast_ss(Ap + 0);
+    c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(Ap + 1);
+    c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(Ap + 2);
+    c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(Ap + 3);
+    c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(Ap + 4);
+    c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(Ap + 5);
+    c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+    Ap += kMR;
+    Bp += 16;
+  }
+  if (mr == kMR && nr == 16) {
+#define EX_ROW(r, v0, v1)                                                    \
+  {                                                                          \
+    float* c = C + (r) * ldc;                                                \
+    if (accumulate) {                                                        \
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));                            \
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));                        \
+    }                                                                        \
+    _mm256_storeu_ps(c, v0);                                                 \
+    _mm256_storeu_ps(c + 8, v1);                                             \
+  }
+    EX_ROW(0, c00, c01) EX_ROW(1, c10, c11) EX_ROW(2, c20, c21)
+    EX_ROW(3, c30, c31) EX_ROW(4, c40, c41) EX_ROW(5, c50, c51)
+#undef EX_ROW
+  } else {
+    alignas(32) float acc[kMR * 16];
+    _mm256_store_ps(acc + 0, c00);  _mm256_store_ps(acc + 8, c01);
+    _mm256_store_ps(acc + 16, c10); _mm256_store_ps(acc + 24, c11);
+    _mm256_store_ps(acc + 32, c20); _mm256_store_ps(acc + 40, c21);
+    _mm256_store_ps(acc + 48, c30); _mm256_store_ps(acc + 56, c31);
+    _mm256_store_ps(acc + 64, c40); _mm256_store_ps(acc + 72, c41);
+    _mm256_store_ps(acc + 80, c50); _mm256_store_ps(acc + 88, c51);
+    store_tile<float, 16>(acc, C, ldc, mr, nr, accumulate);
+  }
+}
+
+EXAMPLE_AVX2 void ukernel_avx2(int64_t kc, const double* __restrict Ap,
+                               const double* __restrict Bp, double* C, int64_t ldc,
+                               int64_t mr, int64_t nr, bool accumulate) {
+  __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
+          c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256d b0 = _mm256_load_pd(Bp);
+    const __m256d b1 = _mm256_load_pd(Bp + 4);
+    __m256d a;
+    a = _mm256_broadcast_sd(Ap + 0);
+    c00 = _mm256_fmadd_pd(a, b0, c00); c01 = _mm256_fmadd_pd(a, b1, c01);
+    a = _mm256_broadcast_sd(Ap + 1);
+    c10 = _mm256_fmadd_pd(a, b0, c10); c11 = _mm256_fmadd_pd(a, b1, c11);
+    a = _mm256_broadcast_sd(Ap + 2);
+    c20 = _mm256_fmadd_pd(a, b0, c20); c21 = _mm256_fmadd_pd(a, b1, c21);
+    a = _mm256_broadcast_sd(Ap + 3);
+    c30 = _mm256_fmadd_pd(a, b0, c30); c31 = _mm256_fmadd_pd(a, b1, c31);
+    a = _mm256_broadcast_sd(Ap + 4);
+    c40 = _mm256_fmadd_pd(a, b0, c40); c41 = _mm256_fmadd_pd(a, b1, c41);
+    a = _mm256_broadcast_sd(Ap + 5);
+    c50 = _mm256_fmadd_pd(a, b0, c50); c51 = _mm256_fmadd_pd(a, b1, c51);
+    Ap += kMR;
+    Bp += 8;
+  }
+  if (mr == kMR && nr == 8) {
+#define EX_ROW(r, v0, v1)                                                    \
+  {                                                                          \
+    double* c = C + (r) * ldc;                                               \
+    if (accumulate) {                                                        \
+      v0 = _mm256_add_pd(v0, _mm256_loadu_pd(c));                            \
+      v1 = _mm256_add_pd(v1, _mm256_loadu_pd(c + 4));                        \
+    }                                                                        \
+    _mm256_storeu_pd(c, v0);                                                 \
+    _mm256_storeu_pd(c + 4, v1);                                             \
+  }
+    EX_ROW(0, c00, c01) EX_ROW(1, c10, c11) EX_ROW(2, c20, c21)
+    EX_ROW(3, c30, c31) EX_ROW(4, c40, c41) EX_ROW(5, c50, c51)
+#undef EX_ROW
+  } else {
+    alignas(32) double acc[kMR * 8];
+    _mm256_store_pd(acc + 0, c00);  _mm256_store_pd(acc + 4, c01);
+    _mm256_store_pd(acc + 8, c10);  _mm256_store_pd(acc + 12, c11);
+    _mm256_store_pd(acc + 16, c20); _mm256_store_pd(acc + 20, c21);
+    _mm256_store_pd(acc + 24, c30); _mm256_store_pd(acc + 28, c31);
+    _mm256_store_pd(acc + 32, c40); _mm256_store_pd(acc + 36, c41);
+    _mm256_store_pd(acc + 40, c50); _mm256_store_pd(acc + 44, c51);
+    store_tile<double, 8>(acc, C, ldc, mr, nr, accumulate);
+  }
+}
+#endif
+
+// ---- driver --------------------------------------------------------------------
+template <typename T>
+void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+  constexpr int64_t NR = NRof<T>::value;
+  const bool simd = kutil::cpu_has_avx2_fma();
+  const int64_t nthreads = std::max<int64_t>(1, torch::stable::get_num_threads());
+
+  // K blocks of (nearly) equal depth <= kKC.
+  const int64_t nkb = (K + kKC - 1) / kKC;
+  const int64_t nsl = (N + NR - 1) / NR;  // B slivers
+  const int64_t Npad = nsl * NR;
+
+  // Pack all of B: block starting at k0 occupies [k0*Npad, (k0+kc)*Npad).
+  T* Bp = tl_bpack.get<T>(size_t(K) * Npad);
+  torch::stable::parallel_for(0, nsl, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)),
+                              [&](int64_t s0, int64_t s1) {
+    for (int64_t kb = 0; kb < nkb; ++kb) {
+      const int64_t k0 = K * kb / nkb, k1 = K * (kb + 1) / nkb, kc = k1 - k0;
+      for (int64_t s = s0; s < s1; ++s)
+        pack_b_sliver<T, NR>(B, N, N, k0, kc, s * NR, Bp + k0 * Npad + s * kc * NR);
+    }
+  });
+
+  // Task grid: row blocks (boundaries on MR multiples, sizes differ by <= MR)
+  // x column blocks (only split when there are too few row blocks).
+  const int64_t npanels = (M + kMR - 1) / kMR;
+  int64_t mb = std::max<int64_t>(1, (M + kMCmax - 1) / kMCmax);
+  if (mb > 1) mb = ((mb + nthreads - 1) / nthreads) * nthreads;
+  mb = std::min(mb, npanels);
+  int64_t nb = 1;
+  if (mb < 2 * nthreads) nb = std::min<int64_t>(nsl, (2 * nthreads + mb - 1) / mb);
+  const int64_t ntasks = mb * nb;
+  const int64_t flops_per_task = 2 * M * N * K / std::max<int64_t>(ntasks, 1);
+  const int64_t grain = flops_per_task >= (int64_t(1) << 17) ? 1 : ntasks;
+
+  torch::stable::parallel_for(0, ntasks, grain, [&](int64_t t0, int64_t t1) {
+    const int64_t max_panels = (npanels + mb - 1) / mb + 1;
+    T* Ap = tl_apack.get<T>(size_t(max_panels) * kMR * std::min(K, kKC + 1));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ib = t / nb, jb = t % nb;
+      const int64_t i0 = (npanels * ib / mb) * kMR;
+      const int64_t i1 = std::min(M, (npanels * (ib + 1) / mb) * kMR);
+      const int64_t s0 = nsl * jb / nb, s1 = nsl * (jb + 1) / nb;
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        const int64_t k0 = K * kb / nkb, k1 = K * (kb + 1) / nkb, kc = k1 - k0;
+        // pack A[i0:i1, k0:k1]
+        int64_t np = 0;
+        for (int64_t i = i0; i < i1; i += kMR, ++np)
+          pack_a_panel(A, K, i, std::min(kMR, i1 - i), k0, kc, Ap + np * kc * kMR);
+        for (int64_t s = s0; s < s1; ++s) {
+          const T* bs = Bp + k0 * Npad + s * kc * NR;
+          const int64_t n0 = s * NR, nr = std::min(NR, N - n0);
+          for (int64_t p = 0; p < np; ++p) {
+            const int64_t i = i0 + p * kMR, mr = std::min(kMR, i1 - i);
+            T* c = C + i * N + n0;
+#if EXAMPLE_X86
+            if (simd) {
+              ukernel_avx2(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
+              continue;
+            }
+#endif
+            ukernel_scalar<T, NR>(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+torch::stable::Tensor matmul_cpu(const torch::stable::Tensor& a_,
+                                 const torch::stable::Tensor& b_) {
+  constexpr const char* op = "example::matmul";
+  kutil::check_cpu(a_, op, "a");
+  kutil::check_cpu(b_, op, "b");
+  kutil::check_float_dtype(a_, op, "a");
+  kutil::check_same_dtype(a_, b_, op, "a", "b");
+  STD_TORCH_CHECK(a_.dim() == 2 && b_.dim() == 2, op,
+                  ": expected 2-D tensors, got a.dim()=", a_.dim(), " and b.dim()=", b_.dim());
+  const int64_t M = a_.size(0), K = a_.size(1), N = b_.size(1);
+  STD_TORCH_CHECK(b_.size(0) == K, op, ": shape mismatch: a is (", M, ", ", K,
+                  ") but b is (", b_.size(0), ", ", N, ")");
+  const Tensor a = kutil::contig(a_);
+  const Tensor b = kutil::contig(b_);
+  const int64_t out_sizes[2] = {M, N};
+  Tensor c = torch::stable::new_empty(a, torch::headeronly::IntHeaderOnlyArrayRef(out_sizes, 2));
+  if (M == 0 || N == 0) return c;
+  if (K == 0) return torch::stable::zero_(c);
+  if (a.scalar_type() == kutil::ScalarType::Float) {
+    matmul_impl(a.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                c.mutable_data_ptr<float>(), M, N, K);
+  } else {
+    matmul_impl(a.const_data_ptr<double>(), b.const_data_ptr<double>(),
+                c.mutable_data_ptr<double>(), M, N, K);
+  }
+  return c;
+}
+
+}  // namespace example

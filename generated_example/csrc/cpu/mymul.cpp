@@ -1,0 +1,96 @@
+// Hand-written CPU kernel for example::mymul (user-owned): a * b elementwise.
+#include "../mymul.h"
+#include "kernel_utils.h"
+
+namespace example {
+namespace {
+
+using kutil::Tensor;
+
+template <typename T>
+void mul_scalar(const T* __restrict a, const T* __restrict b, T* __restrict o,
+                int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] * b[i];
+}
+
+#if EXAMPLE_X86
+EXAMPLE_AVX2 void mul_avx2(const float* __restrict a, const float* __restrict b,
+                           float* __restrict o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+    __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8));
+    __m256 x2 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16));
+    __m256 x3 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24));
+    _mm256_storeu_ps(o + i, x0);
+    _mm256_storeu_ps(o + i + 8, x1);
+    _mm256_storeu_ps(o + i + 16, x2);
+    _mm256_storeu_ps(o + i + 24, x3);
+  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  if (i < n) {
+    const __m256i m = kutil::tail_mask_ps(n - i);
+    _mm256_maskstore_ps(o + i, m, _mm256_mul_ps(_mm256_maskload_ps(a + i, m),
+                                                _mm256_maskload_ps(b + i, m)));
+  }
+}
+
+EXAMPLE_AVX2 void mul_avx2(const double* __restrict a, const double* __restrict b,
+                           double* __restrict o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256d x0 = _mm256_mul_pd(_mm256_loadu_pd(a + i), _mm256_loadu_pd(b + i));
+    __m256d x1 = _mm256_mul_pd(_mm256_loadu_pd(a + i + 4), _mm256_loadu_pd(b + i + 4));
+    __m256d x2 = _mm256_mul_pd(_mm256_loadu_pd(a + i + 8), _mm256_loadu_pd(b + i + 8));
+    __m256d x3 = _mm256_mul_pd(_mm256_loadu_pd(a + i + 12), _mm256_loadu_pd(b + i + 12));
+    _mm256_storeu_pd(o + i, x0);
+    _mm256_storeu_pd(o + i + 4, x1);
+    _mm256_storeu_pd(o + i + 8, x2);
+    _mm256_storeu_pd(o + i + 12, x3);
+  }
+  for (; i + 4 <= n; i += 4)
+    _mm256_storeu_pd(o + i, _mm256_mul_pd(_mm256_loadu_pd(a + i), _mm256_loadu_pd(b + i)));
+  if (i < n) {
+    const __m256i m = kutil::tail_mask_pd(n - i);
+    _mm256_maskstore_pd(o + i, m, _mm256_mul_pd(_mm256_maskload_pd(a + i, m),
+                                                _mm256_maskload_pd(b + i, m)));
+  }
+}
+#endif
+
+template <typename T>
+void mul_impl(const T* a, const T* b, T* o, int64_t n) {
+  const bool simd = kutil::cpu_has_avx2_fma();
+  torch::stable::parallel_for(0, n, kutil::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+#if EXAMPLE_X86
+    if (simd) {
+      mul_avx2(a + begin, b + begin, o + begin, end - begin);
+      return;
+    }
+#endif
+    mul_scalar(a + begin, b + begin, o + begin, end - begin);
+  });
+}
+
+}  // namespace
+
+torch::stable::Tensor mymul_cpu(const torch::stable::Tensor& a_,
+                                     const torch::stable::Tensor& b_) {
+  kutil::check_binary_elementwise(a_, b_, "example::mymul");
+  const Tensor a = kutil::contig(a_);
+  const Tensor b = kutil::contig(b_);
+  Tensor out = kutil::empty_contig_like(a);
+  const int64_t n = a.numel();
+  if (n == 0) return out;
+  if (a.scalar_type() == kutil::ScalarType::Float) {
+    mul_impl(a.const_data_ptr<float>(), b.const_data_ptr<float>(),
+             out.mutable_data_ptr<float>(), n);
+  } else {
+    mul_impl(a.const_data_ptr<double>(), b.const_data_ptr<double>(),
+             out.mutable_data_ptr<double>(), n);
+  }
+  return out;
+}
+
+}  // namespace example

@@ -1,0 +1,88 @@
+"""load -> validate -> render -> format -> plan -> write: one `opgen generate` run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .errors import Diagnostic, OpgenError
+from .format import format_python
+from .manifest import Manifest, digest
+from .project import Project, load_project
+from .render import Renderer
+from .targets import Artifact, collect_artifacts
+from .writer import Change, Rendered, apply_changes, plan_changes, project_lock
+
+__all__ = ["GenerateResult", "generate", "render_all"]
+
+_STALE = ("create", "update", "remove", "merge", "conflict", "edited", "overwrite")
+
+
+@dataclass
+class GenerateResult:
+    changes: list[Change]
+    written: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> Counter:
+        return Counter(c.action for c in self.changes)
+
+    @property
+    def stale(self) -> list[Change]:
+        return [c for c in self.changes if c.action in _STALE]
+
+    @property
+    def failed(self) -> bool:
+        return any(c.action in ("conflict", "edited") for c in self.changes)
+
+    def summary(self) -> str:
+        counts = self.counts()
+        parts = [f"{counts.get(k, 0)} {label}" for k, label in (
+            ("create", "created"), ("update", "updated"), ("merge", "merged"), ("unchanged", "unchanged"),
+            ("conflict", "conflicts"))]
+        for key, label in (("remove", "removed"), ("keep", "kept"), ("edited", "edited by hand"), ("overwrite", "overwritten")):
+            if counts.get(key):
+                parts.append(f"{counts[key]} {label}")
+        return ", ".join(parts)
+
+
+def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root: Path) -> Rendered:
+    raw = renderer.render(artifact.template, artifact.context)
+    render_sha = digest(f"{__version__}\0{raw}")
+    previous = manifest.files.get(artifact.path)
+    if artifact.is_python:
+        if previous is not None and previous.render == render_sha:
+            # Same render as last time: reuse the formatted text instead of running black again.
+            if previous.base is not None:
+                return Rendered(artifact.path, artifact.owner, artifact.source, previous.base, render_sha)
+            on_disk = root / artifact.path
+            if on_disk.is_file():
+                text = on_disk.read_text(encoding="utf-8")
+                if digest(text) == previous.sha256:
+                    return Rendered(artifact.path, artifact.owner, artifact.source, text, render_sha)
+        raw = format_python(raw, artifact.template, artifact.path)
+    return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha)
+
+
+def render_all(project: Project, manifest: Manifest, templates: Path | None = None) -> list[Rendered]:
+    renderer = Renderer(templates or project.config.templates)
+    return [_render_one(renderer, a, manifest, project.root) for a in collect_artifacts(project)]
+
+
+def generate(root: Path, *, check: bool = False, dry_run: bool = False, force: bool = False, templates: Path | None = None) -> GenerateResult:
+    project = load_project(root)
+    root = project.root
+    if check or dry_run:
+        manifest = Manifest.load(root)
+        rendered = render_all(project, manifest, templates)
+        return GenerateResult(plan_changes(root, rendered, manifest, force), written=False)
+    with project_lock(root):
+        manifest = Manifest.load(root)
+        rendered = render_all(project, manifest, templates)
+        changes = plan_changes(root, rendered, manifest, force)
+        if any(c.action == "edited" for c in changes):
+            return GenerateResult(changes, written=False)
+        apply_changes(root, changes, manifest)
+    return GenerateResult(changes, written=True)

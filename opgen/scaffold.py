@@ -1,0 +1,185 @@
+"""`opgen new`: create the project if needed and write a first spec for an op."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import Diagnostic, OpgenError
+from .project import OPS_DIR, find_root
+from .spec.config import CONFIG_FILE
+from .spec.names import RESERVED_NAMESPACES, identifier_problem
+
+__all__ = ["DEFAULT_SCHEMA", "new_op", "STARTER_BODIES"]
+
+DEFAULT_SCHEMA = "(Tensor x) -> Tensor"
+
+# The default op is a working sine so the first `opgen test` passes; these
+# replace the "not implemented" line of the fresh kernel stub.
+STARTER_BODIES = {
+    "python": ("raise NotImplementedError(", "return torch.sin(x)"),
+}
+
+_PROJECT_TEMPLATE = """\
+# opgen project: one spec per op under ops/, generated code in {package}/ and tests/.
+[project]
+namespace = "{namespace}"
+package = "{package}"
+
+[options]
+backend = "{backend}"        # default backend of new ops: "python" or "cpp"
+cpp_target = "stable"        # "stable" (LibTorch stable ABI) or "classic" (full ATen)
+torch_target_version = "2.10"
+registration = "custom_op"   # python ops: "custom_op" (safest) or "library" (lower call overhead)
+compile_backend = "aot_eager"  # backend of the generated torch.compile tests
+"""
+
+_SINE_SPEC = """\
+name = "{qualname}"
+schema = "{schema}"
+doc = \"\"\"
+Elementwise sine: a working starting point. Change the schema, the kernel in
+{kernel} and the formulas below, then run `opgen generate`.
+\"\"\"
+devices = {devices}
+backend = "{backend}"
+
+[grad]
+x = "grad * x.cos()"
+
+[fake]
+like = "x"
+
+[test]
+reference = "torch.sin(x)"
+dtypes = ["float32", "float64"]
+
+[[test.samples]]
+x = {{shape = [8, 16]}}
+
+[[test.samples]]
+x = {{shape = [4, 6], noncontiguous = true}}
+
+[[test.samples]]
+x = {{shape = [0, 3]}}
+"""
+
+_CUSTOM_SPEC = """\
+name = "{qualname}"
+schema = "{schema}"
+doc = \"\"\"
+TODO: describe {qualname}.
+\"\"\"
+devices = {devices}
+backend = "{backend}"
+{mutates}
+# [grad]
+# x = "grad * ..."        # one formula per differentiable input
+
+{fake}
+[test]
+# reference = "..."       # the PyTorch expression the op must match
+
+[[test.samples]]
+{sample}
+"""
+
+_SAMPLE_VALUES = {
+    "Tensor": "{shape = [4, 3]}",
+    "Tensor[]": "[{shape = [4, 3]}, {shape = [2]}]",
+    "int": "1",
+    "SymInt": "1",
+    "float": "0.5",
+    "bool": "true",
+    "str": '"a"',
+    "Scalar": "1.0",
+    "ScalarType": '"float32"',
+    "Device": '"cpu"',
+    "int[]": "[1, 2]",
+    "SymInt[]": "[1, 2]",
+    "float[]": "[0.5, 1.5]",
+    "bool[]": "[true, false]",
+}
+
+
+def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
+    from torchgen.model import FunctionSchema
+
+    from .spec.types import normalize_type
+
+    try:
+        parsed = FunctionSchema.parse("opgen_op" + schema)
+    except BaseException as exc:
+        raise OpgenError(Diagnostic(None, None, f"--schema is not a valid schema: {exc}".replace("opgen_op", ""), 'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"')) from None
+    args = parsed.arguments.flat_all
+    tensors = [a.name for a in args if str(a.type) == "Tensor"]
+    mutated = [a.name for a in args if a.annotation is not None and a.annotation.is_write]
+    sample = "\n".join(
+        f"{a.name} = {_SAMPLE_VALUES[normalize_type(str(a.type)).rstrip('?')]}"
+        for a in args
+        if a.default is None and not str(a.type).endswith("?") and normalize_type(str(a.type)).rstrip("?") in _SAMPLE_VALUES
+    )
+    fake = ""
+    if parsed.returns:
+        source = next((t for t in tensors if t not in mutated), tensors[0] if tensors else None)
+        rule = f"{source}.new_empty({source}.shape)" if source else "torch.empty(0)"
+        rules = [f"[{rule}]" if str(r.type) == "Tensor[]" else rule for r in parsed.returns]
+        value = f'"{rules[0]}"' if len(rules) == 1 else "[" + ", ".join(f'"{r}"' for r in rules) + "]"
+        fake = f"[fake]\nexpr = {value}   # the output rule torch.compile uses: edit to match the kernel\n"
+    return _CUSTOM_SPEC.format(
+        qualname=qualname,
+        schema=schema.replace('"', '\\"'),
+        devices=devices,
+        backend=backend,
+        mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
+        fake=fake,
+        sample=sample or "# name = value  # one entry per argument",
+    )
+
+
+def _split_name(qualname: str) -> tuple[str, str]:
+    match = re.fullmatch(r"([^:]+)::([^:]+)", qualname)
+    if not match:
+        raise OpgenError(Diagnostic(None, None, f"op name {qualname!r} must look like 'namespace::op'", "e.g. opgen new mylib::foo"))
+    namespace, name = match.groups()
+    for value, what in ((namespace, "namespace"), (name, "op name")):
+        problem = identifier_problem(value, what)
+        if problem:
+            raise OpgenError(Diagnostic(None, None, problem, "use a short snake_case identifier"))
+    if namespace in RESERVED_NAMESPACES or namespace.startswith("_"):
+        raise OpgenError(Diagnostic(None, None, f"namespace {namespace!r} is reserved by PyTorch", "choose your own library name, e.g. 'mylib'"))
+    return namespace, name
+
+
+def new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, devices: list[str]) -> tuple[Path, Path, str, str | None]:
+    """Plan a new op: (project root, spec path, spec text, project file text or None)."""
+    namespace, name = _split_name(qualname)
+    root = find_root(cwd)
+    created_project = root is None
+    root = root or cwd
+    if created_project:
+        backend = backend or "python"
+    elif backend is None:
+        from .spec.config import build_config
+        from .spec.load import load_toml
+
+        backend = build_config(load_toml(root / CONFIG_FILE)).backend
+    if backend not in ("python", "cpp"):
+        raise OpgenError(Diagnostic(None, None, f"--backend must be 'python' or 'cpp', not {backend!r}", ""))
+    bad = [d for d in devices if d not in ("cpu", "cuda")]
+    if bad or not devices:
+        raise OpgenError(Diagnostic(None, None, f"--devices takes cpu and/or cuda, not {', '.join(bad) or 'nothing'}", "e.g. --devices cpu,cuda"))
+    spec_path = root / OPS_DIR / f"{name}.toml"
+    if spec_path.exists():
+        raise OpgenError(Diagnostic(spec_path, None, f"{qualname} already has a spec", "edit it and run `opgen generate`"))
+    kernel = f"csrc/cpu/{name}.cpp" if backend == "cpp" else f"{namespace if created_project else 'the package'}/kernels/{name}.py"
+    if schema is None or schema.strip() == DEFAULT_SCHEMA:
+        text = _SINE_SPEC.format(qualname=qualname, schema=DEFAULT_SCHEMA, kernel=kernel, devices=_toml_list(devices), backend=backend)
+    else:
+        text = _custom_spec(qualname, schema.strip(), devices, backend)
+    project_text = _PROJECT_TEMPLATE.format(namespace=namespace, package=namespace, backend=backend) if created_project else None
+    return root, spec_path, text, project_text
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"

@@ -1,0 +1,1 @@
+"""Spec files: load (with line numbers), model, validate."""

@@ -1,0 +1,108 @@
+"""Read a TOML file and remember the line each key was written on.
+
+`tomllib` gives values but no positions; the line table here is built by a
+small scan of the same text so every diagnostic can point at its line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import Diagnostic, OpgenError
+
+__all__ = ["LoadedToml", "load_toml"]
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_\-.]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=""")
+_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+@dataclass(frozen=True)
+class LoadedToml:
+    path: Path
+    data: dict[str, Any]
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def line(self, *keys: str | int) -> int:
+        """Line of the most specific known key path; 1 when nothing matches."""
+        parts = [str(k) for k in keys]
+        while parts:
+            hit = self.lines.get(".".join(parts))
+            if hit is not None:
+                return hit
+            parts.pop()
+        return 1
+
+
+def _unquote(key: str) -> str:
+    key = key.strip()
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
+        return key[1:-1]
+    return key
+
+
+def _key_path(text: str) -> list[str]:
+    return [_unquote(p) for p in re.split(r"\.(?=(?:[^\"']*[\"'][^\"']*[\"'])*[^\"']*$)", text)]
+
+
+def _scan_lines(text: str) -> dict[str, int]:
+    lines: dict[str, int] = {}
+    table: list[str] = []
+    array_counts: dict[str, int] = {}
+    in_multiline = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        quotes = raw.count('"""') + raw.count("'''")
+        if in_multiline:
+            in_multiline = quotes % 2 == 0
+            continue
+        header = _HEADER.match(raw)
+        if header:
+            path = _key_path(header.group(2))
+            joined = ".".join(path)
+            if header.group(1) == "[[":
+                index = array_counts.get(joined, 0)
+                array_counts[joined] = index + 1
+                lines.setdefault(joined, number)
+                path = path + [str(index)]
+            table = path
+            lines.setdefault(".".join(table), number)
+            continue
+        key = _KEY.match(raw)
+        if key:
+            full = ".".join(table + _key_path(key.group(1)))
+            lines.setdefault(full, number)
+            if quotes % 2 == 1:
+                in_multiline = True
+    return lines
+
+
+def load_toml(path: Path) -> LoadedToml:
+    """Parse `path`; a syntax error becomes a diagnostic at its line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise OpgenError(
+            Diagnostic(path, None, f"file is not valid UTF-8 ({exc.reason})", "save the file as UTF-8")
+        ) from None
+    except OSError as exc:
+        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}")) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOML_POS.search(message)
+        line = int(match.group(1)) if match else None
+        message = _TOML_POS.sub("", message).strip()
+        raise OpgenError(
+            Diagnostic(
+                path,
+                line,
+                f"invalid TOML: {message}",
+                "fix the TOML syntax (strings need quotes, tables [name], arrays [a, b])",
+            )
+        ) from None
+    return LoadedToml(path, data, _scan_lines(text))

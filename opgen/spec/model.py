@@ -1,0 +1,183 @@
+"""The spec model: frozen dataclasses holding exactly what the user wrote.
+
+A model object exists only once it is valid: `validate.py` builds them and
+reports every problem with its file and line before any is constructed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Arg",
+    "Ret",
+    "GradFormula",
+    "FakeRule",
+    "TensorSample",
+    "Sample",
+    "TestSpec",
+    "OpSpec",
+    "ProjectConfig",
+    "BACKENDS",
+    "DEVICES",
+    "CPP_TARGETS",
+    "REGISTRATIONS",
+]
+
+BACKENDS = ("python", "cpp")
+DEVICES = ("cpu", "cuda")
+CPP_TARGETS = ("stable", "classic")
+REGISTRATIONS = ("custom_op", "library")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One schema argument; `kind` is the schema type with annotations removed."""
+
+    name: str
+    type: str
+    default: str | None
+    kwarg_only: bool
+    mutated: bool
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type in ("Tensor", "Tensor?")
+
+    @property
+    def is_tensor_list(self) -> bool:
+        return self.type in ("Tensor[]", "Tensor?[]")
+
+    @property
+    def differentiable(self) -> bool:
+        return self.is_tensor or self.is_tensor_list
+
+
+@dataclass(frozen=True)
+class Ret:
+    name: str | None
+    type: str
+
+
+@dataclass(frozen=True)
+class GradFormula:
+    """`inputs` get the value(s) of `expression`; several inputs take a tuple."""
+
+    inputs: tuple[str, ...]
+    expression: str
+    line: int
+
+
+@dataclass(frozen=True)
+class FakeRule:
+    """How the fake kernel builds outputs: one expression per return."""
+
+    outputs: tuple[str, ...]
+    checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TensorSample:
+    shape: tuple[int, ...]
+    dtype: str | None = None
+    noncontiguous: bool = False
+    low: float | None = None
+    high: float | None = None
+    requires_grad: bool = True
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Argument name -> TensorSample, list of TensorSample, or a plain value."""
+
+    values: tuple[tuple[str, Any], ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    samples: tuple[Sample, ...]
+    reference: str | None
+    dtypes: tuple[str, ...] = ("float32",)
+    atol: float | None = None
+    rtol: float | None = None
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    root: Path
+    path: Path
+    namespace: str
+    package: str
+    backend: str = "python"
+    cpp_target: str = "stable"
+    torch_target_version: str = "2.10"
+    registration: str = "custom_op"
+    compile_backend: str = "aot_eager"
+    pybind: bool = False
+    templates: Path | None = None
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    path: Path
+    namespace: str
+    name: str
+    overload: str
+    args: tuple[Arg, ...]
+    returns: tuple[Ret, ...]
+    devices: tuple[str, ...]
+    backend: str
+    doc: str
+    grads: tuple[GradFormula, ...]
+    fake: FakeRule
+    test: TestSpec
+    per_device: bool = False
+    double_backward: bool = True
+    cpp_target: str = "stable"
+    registration: str = "custom_op"
+    pybind: bool = False
+    lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.namespace}::{self.name}"
+
+    @property
+    def schema(self) -> str:
+        """The schema without the op name, with alias annotations written in."""
+        parts: list[str] = []
+        kw_started = False
+        for arg in self.args:
+            if arg.kwarg_only and not kw_started:
+                parts.append("*")
+                kw_started = True
+            annotated = arg.type
+            if arg.mutated:
+                annotated = annotated.replace("Tensor", f"Tensor({_alias(self, arg)}!)", 1)
+            text = f"{annotated} {arg.name}"
+            if arg.default is not None:
+                text += f"={arg.default}"
+            parts.append(text)
+        rets = [r.type + (f" {r.name}" if r.name else "") for r in self.returns]
+        ret_text = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
+        return f"({', '.join(parts)}) -> {ret_text}"
+
+    @property
+    def full_schema(self) -> str:
+        overload = f".{self.overload}" if self.overload else ""
+        return f"{self.name}{overload}{self.schema}"
+
+    @property
+    def mutated(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.mutated)
+
+    def arg(self, name: str) -> Arg:
+        return next(a for a in self.args if a.name == name)
+
+
+def _alias(op: OpSpec, arg: Arg) -> str:
+    index = [a.name for a in op.mutated].index(arg.name)
+    return "abcdefghijklmnopqrstuvwxyz"[index % 26] + ("" if index < 26 else str(index // 26))
