@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from ..spec.expr import SAFE_BUILTINS
 from ..spec.model import OpSpec
 
 __all__ = ["AutogradPlan", "plan_autograd", "METADATA_ATTRS"]
@@ -22,7 +23,7 @@ METADATA_ATTRS = ("shape", "dtype", "device", "ndim")
 
 @dataclass(frozen=True)
 class AutogradPlan:
-    input_names: tuple[str, ...]
+    setup_params: str
     setup_lines: tuple[str, ...]
     backward_lines: tuple[str, ...]
 
@@ -41,6 +42,8 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.inputs or node.id in ("grad", "grads", "torch", "math", "F") or node.id.startswith("result"):
+            return node
+        if node.id in SAFE_BUILTINS:
             return node
         # another op of the same library
         return ast.copy_location(ast.parse(f"torch.ops.{self.op.namespace}.{node.id}", mode="eval").body, node)
@@ -84,8 +87,14 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     offset = "0"
     setup: list[str] = []
     needed_inputs = sorted(full | set(meta), key=[a.name for a in args].index)
-    if needed_inputs:
-        setup.append(f"{', '.join(a.name for a in args)}{',' if len(args) == 1 else ''} = inputs")
+    if results:
+        setup.append("_output = output")  # an input may be named `output`
+    positional = [a.name for a in args if not a.kwarg_only]
+    if needed_inputs and positional:
+        setup.append(f"{', '.join(positional)}{',' if len(positional) == 1 else ''} = inputs")
+    for arg in args:
+        if arg.kwarg_only and arg.name in needed_inputs:
+            setup.append(f"{arg.name} = keyword_only_inputs[{arg.name!r}]")
     for arg in args:
         if arg.name in full:
             if arg.is_tensor:
@@ -105,10 +114,10 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
             setup.append(f"ctx._{arg.name}_{attr} = {arg.name}.{attr}")
             unpack.append(f"_{arg.name}_{attr} = ctx._{arg.name}_{attr}")
     for name in sorted(results):
-        if name == "result":
-            source = "output" if len(op.returns) == 1 else "output"
+        if name == "result" or len(op.returns) == 1:
+            source = "_output"
         else:
-            source = f"output[{int(name[6:])}]" if len(op.returns) > 1 else "output"
+            source = f"_output[{int(name[6:])}]"
         saved.append(source)
         unpack.append(f"{name} = _saved[{offset}]")
         offset = _plus(offset, 1)
@@ -135,7 +144,8 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         backward.append(f"    {targets} = {code}")
     returns = ", ".join(f"_grad_{a.name}" for a in args)
     backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
-    return AutogradPlan(tuple(a.name for a in args), tuple(setup), tuple(backward))
+    params = "ctx, inputs, output" + (", keyword_only_inputs" if any(a.kwarg_only for a in args) else "")
+    return AutogradPlan(params, tuple(setup), tuple(backward))
 
 
 def _names(expression: str) -> set[str]:

@@ -41,7 +41,7 @@ def _no_grad_message(op: OpSpec) -> str | None:
     return repr(f"{op.qualname} has no gradient formula: add a [grad] table to {op.path.name}")
 
 
-def op_context(op: OpSpec, config: ProjectConfig, starter_body: str | None = None) -> dict[str, Any]:
+def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
     spec_path = op.path.relative_to(config.root).as_posix() if op.path.is_relative_to(config.root) else op.path.name
     plan = plan_autograd(op) if op.grads else None
     differentiable = tuple(name for f in op.grads for name in f.inputs)
@@ -61,7 +61,8 @@ def op_context(op: OpSpec, config: ProjectConfig, starter_body: str | None = Non
         "full_schema_literal": repr(op.full_schema),
         "mutates_args": repr(tuple(a.name for a in op.mutated)),
         "mutated_names": repr(tuple(a.name for a in op.mutated)),
-        "differentiable_names": repr(differentiable) if differentiable else "",
+        "differentiable_names": repr(differentiable),
+        "differentiable": list(differentiable),
         "signature": py.signature(op),
         "plain_signature": py.signature(op, annotate=False),
         "call_arguments": py.call_arguments(op),
@@ -73,7 +74,7 @@ def op_context(op: OpSpec, config: ProjectConfig, starter_body: str | None = Non
             {"expression": c, "message": repr(f"{op.qualname}: expected {c}")} for c in op.fake.checks
         ],
         "fake_return": ", ".join(op.fake.outputs),
-        "autograd": {"setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
+        "autograd": {"setup_params": plan.setup_params, "setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
         "no_grad_message": _no_grad_message(op),
         "double_backward": op.double_backward,
         "samples": [
@@ -84,7 +85,6 @@ def op_context(op: OpSpec, config: ProjectConfig, starter_body: str | None = Non
         "test_dtypes": list(op.test.dtypes),
         "atol": repr(op.test.atol),
         "rtol": repr(op.test.rtol),
-        "starter_body": starter_body,
     }
 
 

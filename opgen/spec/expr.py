@@ -10,7 +10,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-__all__ = ["ExprProblem", "check_expression", "names_used"]
+__all__ = ["ExprProblem", "check_expression", "names_used", "SAFE_BUILTINS"]
+
+# Builtins a shape rule or formula may call; none of them reaches outside the expression.
+SAFE_BUILTINS = ("len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "range", "sum", "round", "slice")
 
 _FORBIDDEN = {
     ast.Lambda: "lambdas",

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ..errors import DiagnosticSink
-from .expr import ExprProblem, check_expression
+from .expr import SAFE_BUILTINS, ExprProblem, check_expression
 from .load import LoadedToml
 from .model import (
     BACKENDS,
@@ -36,8 +36,8 @@ SPEC_KEYS = (
 _TEST_KEYS = ("samples", "reference", "dtypes", "atol", "rtol")
 _FAKE_KEYS = ("like", "expr", "checks")
 _TENSOR_SAMPLE_KEYS = ("shape", "dtype", "noncontiguous", "low", "high", "requires_grad")
-_RESERVED_ARG_NAMES = frozenset({"grad", "grads", "result", "torch", "math", "F", "ctx", "inputs", "output"})
-_EXPR_GLOBALS = ("torch", "math", "F")
+_RESERVED_ARG_NAMES = frozenset({"grad", "grads", "result", "torch", "math", "F", "ctx", "keyword_only_inputs"})
+_EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
 _SCHEMA_PLACEHOLDER = "opgen_op"
 
 

@@ -1,0 +1,23 @@
+"""Implementation of example::numpy_sin.
+
+This file is yours: opgen created it from ops/numpy_sin.toml and will not
+overwrite it. After a schema change, `opgen generate` merges the new function
+signatures into it and keeps your bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def numpy_sin_cpu(x: Tensor) -> Tensor:
+    return torch.from_numpy(np.ascontiguousarray(np.sin(x.numpy())))
+
+
+def numpy_sin_cuda(x: Tensor) -> Tensor:
+    # NumPy runs on the host: copy over, compute, copy back.
+    return torch.from_numpy(np.ascontiguousarray(np.sin(x.cpu().numpy()))).to(x.device)
