@@ -18,25 +18,13 @@ from example_ops._testing import (
 
 OP = torch.ops.example.add.default
 DEVICES = device_params(["cpu"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
 DIFFERENTIABLE = ("x", "b")
 SAMPLES = [
-    {
-        "x": TensorSpec((1, 2)),
-        "b": TensorSpec((1,)),
-    },
-    {
-        "x": TensorSpec((5, 3), noncontiguous=True),
-        "b": TensorSpec((3,)),
-    },
-    {
-        "x": TensorSpec((0, 3)),
-        "b": TensorSpec((1, 3)),
-    },
+    {"x": TensorSpec((1, 2)), "b": TensorSpec((1,))},
+    {"x": TensorSpec((5, 3), noncontiguous=True), "b": TensorSpec((3,))},
+    {"x": TensorSpec((0, 3)), "b": TensorSpec((1, 3))},
 ]
 
 

@@ -18,25 +18,13 @@ from example_ops._testing import (
 
 OP = torch.ops.example.crop.default
 DEVICES = device_params(["cpu"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
 DIFFERENTIABLE = ("pic",)
 SAMPLES = [
-    {
-        "pic": TensorSpec((3, 16, 16)),
-        "box": [0, 0, 10, 10],
-    },
-    {
-        "pic": TensorSpec((3, 12, 20), noncontiguous=True),
-        "box": [4, 2, 19, 9],
-    },
-    {
-        "pic": TensorSpec((1, 8, 8)),
-        "box": [3, 3, 3, 6],
-    },
+    {"pic": TensorSpec((3, 16, 16)), "box": [0, 0, 10, 10]},
+    {"pic": TensorSpec((3, 12, 20), noncontiguous=True), "box": [4, 2, 19, 9]},
+    {"pic": TensorSpec((1, 8, 8)), "box": [3, 3, 3, 6]},
 ]
 
 

@@ -18,25 +18,13 @@ from example_ops._testing import (
 
 OP = torch.ops.example.mul.default
 DEVICES = device_params(["cpu"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
 DIFFERENTIABLE = ("w", "x")
 SAMPLES = [
-    {
-        "w": TensorSpec((1, 2)),
-        "x": TensorSpec((1, 2)),
-    },
-    {
-        "w": TensorSpec((3, 1)),
-        "x": TensorSpec((1, 4), noncontiguous=True),
-    },
-    {
-        "w": TensorSpec((0, 4)),
-        "x": TensorSpec((4,)),
-    },
+    {"w": TensorSpec((1, 2)), "x": TensorSpec((1, 2))},
+    {"w": TensorSpec((3, 1)), "x": TensorSpec((1, 4), noncontiguous=True)},
+    {"w": TensorSpec((0, 4)), "x": TensorSpec((4,))},
 ]
 
 

@@ -18,22 +18,13 @@ from example_ops._testing import (
 
 OP = torch.ops.example.numpy_sin.default
 DEVICES = device_params(["cpu", "cuda"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
 DIFFERENTIABLE = ("x",)
 SAMPLES = [
-    {
-        "x": TensorSpec((8, 16)),
-    },
-    {
-        "x": TensorSpec((5, 7), noncontiguous=True),
-    },
-    {
-        "x": TensorSpec((0, 3)),
-    },
+    {"x": TensorSpec((8, 16))},
+    {"x": TensorSpec((5, 7), noncontiguous=True)},
+    {"x": TensorSpec((0, 3))},
 ]
 
 

@@ -18,25 +18,13 @@ from example_ops._testing import (
 
 OP = torch.ops.example.numpy_sin_out.default
 DEVICES = device_params(["cpu"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ("output",)
 DIFFERENTIABLE = ()
 SAMPLES = [
-    {
-        "input": TensorSpec((8, 16)),
-        "output": TensorSpec((8, 16)),
-    },
-    {
-        "input": TensorSpec((5, 7), noncontiguous=True),
-        "output": TensorSpec((5, 7)),
-    },
-    {
-        "input": TensorSpec((0,)),
-        "output": TensorSpec((0,)),
-    },
+    {"input": TensorSpec((8, 16)), "output": TensorSpec((8, 16))},
+    {"input": TensorSpec((5, 7), noncontiguous=True), "output": TensorSpec((5, 7))},
+    {"input": TensorSpec((0,)), "output": TensorSpec((0,))},
 ]
 
 

@@ -18,28 +18,17 @@ from example_ops._testing import (
 
 OP = torch.ops.example.paste.default
 DEVICES = device_params(["cpu"])
-DTYPES = [
-    torch.float32,
-    torch.float64,
-]
+DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
 DIFFERENTIABLE = ("im1", "im2")
 SAMPLES = [
-    {
-        "im1": TensorSpec((3, 16, 16)),
-        "im2": TensorSpec((3, 5, 4)),
-        "coord": [2, 7],
-    },
+    {"im1": TensorSpec((3, 16, 16)), "im2": TensorSpec((3, 5, 4)), "coord": [2, 7]},
     {
         "im1": TensorSpec((2, 9, 11), noncontiguous=True),
         "im2": TensorSpec((2, 9, 11)),
         "coord": [0, 0],
     },
-    {
-        "im1": TensorSpec((1, 6, 6)),
-        "im2": TensorSpec((1, 0, 3)),
-        "coord": [1, 1],
-    },
+    {"im1": TensorSpec((1, 6, 6)), "im2": TensorSpec((1, 0, 3)), "coord": [1, 1]},
 ]
 
 

@@ -1,0 +1,94 @@
+"""Names, annotations and the autograd plan computed from a spec."""
+
+from __future__ import annotations
+
+import pytest
+from _specs import simple_op
+
+from opgen.api import python as py
+from opgen.api.autograd import plan_autograd
+
+TWO = "x = {shape = [2]}\nw = {shape = [2]}"
+
+
+@pytest.mark.parametrize(
+    "schema_type, expected",
+    [
+        ("Tensor", "Tensor"),
+        ("Tensor?", "Tensor | None"),
+        ("Tensor[]", "Sequence[Tensor]"),
+        ("int", "int"),
+        ("SymInt", "int"),
+        ("float", "float"),
+        ("bool", "bool"),
+        ("str", "str"),
+        ("int[]", "Sequence[int]"),
+        ("int[2]", "Sequence[int]"),
+        ("SymInt[]?", "Sequence[int] | None"),
+        ("ScalarType?", "torch.dtype | None"),
+        ("Scalar", "float | int | bool"),
+    ],
+)
+def test_python_annotation(schema_type, expected):
+    assert py.annotation(schema_type) == expected
+
+
+def test_unknown_type_has_no_annotation():
+    with pytest.raises(ValueError, match="no Python annotation"):
+        py.annotation("Layout")
+
+
+def test_signature_keeps_kwarg_only_and_defaults():
+    op = simple_op("(Tensor x, int[] k=[1,2], *, float alpha=0.5, str mode=\"a\") -> Tensor")
+    assert py.signature(op) == 'x: Tensor, k: Sequence[int] = (1, 2), *, alpha: float = 0.5, mode: str = "a"'
+    assert py.signature(op, annotate=False) == 'x, k=(1, 2), *, alpha=0.5, mode="a"'
+    assert py.call_arguments(op) == "x, k, alpha=alpha, mode=mode"
+
+
+def test_docstring_cannot_be_closed_early():
+    text = py.docstring('ends with """ and a \\ and "')
+    assert eval(text) == 'ends with """ and a \\ and " '
+
+
+def _plan(schema, grad, sample=TWO):
+    return plan_autograd(simple_op(schema, grad=grad, sample=sample))
+
+
+def test_saves_only_shapes_when_only_shapes_are_used():
+    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad.sum_to_size(x.shape)", "w": "grad.sum_to_size(w.shape)"})
+    assert "ctx._x_shape = x.shape" in plan.setup_lines
+    assert "ctx._w_shape = w.shape" in plan.setup_lines
+    assert not any("save_for_backward" in line for line in plan.setup_lines)
+    assert "_grad_x = grad.sum_to_size(_x_shape)" in "\n".join(plan.backward_lines)
+
+
+def test_saves_tensors_used_in_full_and_nothing_else():
+    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad * w"})
+    assert "ctx.save_for_backward(w)" in plan.setup_lines
+    assert not any(line.startswith("ctx._x") for line in plan.setup_lines)
+
+
+def test_non_tensor_inputs_go_on_ctx_and_get_none_gradients():
+    plan = _plan("(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
+    assert "ctx._alpha = alpha" in plan.setup_lines
+    assert plan.backward_lines[-1] == "return _grad_x, _grad_alpha"
+    assert "_grad_x = _grad_alpha = None" in plan.backward_lines
+
+
+def test_result_is_saved_from_output():
+    plan = _plan("(Tensor x) -> Tensor", {"x": "grad * result"}, "x = {shape = [2]}")
+    assert "_output = output" in plan.setup_lines
+    assert "ctx.save_for_backward(_output)" in plan.setup_lines
+
+
+def test_formulas_run_only_when_needed():
+    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x, w": "(grad * w, grad * x)"})
+    body = "\n".join(plan.backward_lines)
+    assert "if any((ctx.needs_input_grad[0], ctx.needs_input_grad[1])):" in body
+    assert "_grad_x, _grad_w = (grad * w, grad * x)" in body
+
+
+def test_kwarg_only_inputs_come_from_keyword_only_inputs():
+    plan = _plan("(Tensor x, *, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
+    assert plan.setup_params == "ctx, inputs, output, keyword_only_inputs"
+    assert "alpha = keyword_only_inputs['alpha']" in plan.setup_lines

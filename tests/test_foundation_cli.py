@@ -1,0 +1,77 @@
+"""The first-run path a new user takes: `opgen new`, `opgen test`, `opgen generate --check`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from _support import run_cli
+
+
+def _pytest(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "opgen", "test"], cwd=project, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_new_op_works_and_its_tests_pass(tmp_path):
+    result = run_cli("new", "mylib::foo", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "opgen.toml").is_file()
+    assert (tmp_path / "ops" / "foo.toml").is_file()
+    kernel = (tmp_path / "mylib" / "kernels" / "foo.py").read_text()
+    assert "return torch.sin(x)" in kernel
+    run = _pytest(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout and "failed" not in run.stdout
+    check = run_cli("generate", "--check", cwd=tmp_path)
+    assert check.exit_code == 0, check.output
+    assert "0 created, 0 updated, 0 merged" in check.output
+
+
+def test_custom_schema_stub_says_what_to_edit(tmp_path):
+    result = run_cli("new", "mylib::scale", "--schema", "(Tensor x, float alpha=1.0) -> Tensor", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    spec = (tmp_path / "ops" / "scale.toml").read_text()
+    assert 'schema = "(Tensor x, float alpha=1.0) -> Tensor"' in spec
+    run = _pytest(tmp_path)
+    assert run.returncode != 0
+    assert "not implemented: edit" in run.stdout and "kernels/scale.py" in run.stdout
+    assert "has no [test] reference" in run.stdout
+
+
+def test_second_op_joins_the_project(tmp_path):
+    assert run_cli("new", "mylib::foo", cwd=tmp_path).exit_code == 0
+    result = run_cli("new", "mylib::bar", "--schema", "(Tensor a, Tensor b) -> Tensor", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    init = (tmp_path / "mylib" / "__init__.py").read_text()
+    assert "from ._generated.bar import bar" in init and "from ._generated.foo import foo" in init
+    other = run_cli("new", "otherlib::baz", cwd=tmp_path)
+    assert other.exit_code == 1
+    assert "namespace 'otherlib' is not this project's namespace 'mylib'" in other.output
+
+
+def test_invalid_schema_writes_nothing(tmp_path):
+    result = run_cli("new", "mylib::foo", "--schema", "(Tensor x -> Tensor", cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "--schema is not a valid schema" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_op_name_writes_nothing(tmp_path):
+    for name in ("mylib::class", "../x::foo", "mylib::foo::bar", "aten::foo"):
+        result = run_cli("new", name, cwd=tmp_path)
+        assert result.exit_code == 1, name
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_outside_a_project_fails_clearly(tmp_path):
+    result = run_cli("generate", cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "no opgen.toml" in result.output
+
+
+def test_python_m_opgen_runs():
+    out = subprocess.run([sys.executable, "-m", "opgen", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "generate" in out.stdout
