@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .errors import Diagnostic, OpgenError
 from .format import format_python
 from .manifest import Manifest, digest
+from .overrides import override_warnings
 from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact, collect_artifacts
@@ -17,7 +17,7 @@ from .writer import Change, Rendered, apply_changes, plan_changes, project_lock
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
-_STALE = ("create", "update", "remove", "merge", "conflict", "edited", "overwrite")
+_STALE = ("create", "update", "remove", "merge", "conflict", "unresolved", "edited", "overwrite")
 
 
 @dataclass
@@ -35,14 +35,15 @@ class GenerateResult:
 
     @property
     def failed(self) -> bool:
-        return any(c.action in ("conflict", "edited") for c in self.changes)
+        return any(c.action in ("conflict", "unresolved", "edited") for c in self.changes)
 
     def summary(self) -> str:
         counts = self.counts()
         parts = [f"{counts.get(k, 0)} {label}" for k, label in (
             ("create", "created"), ("update", "updated"), ("merge", "merged"), ("unchanged", "unchanged"),
             ("conflict", "conflicts"))]
-        for key, label in (("remove", "removed"), ("keep", "kept"), ("edited", "edited by hand"), ("overwrite", "overwritten")):
+        for key, label in (
+            ("remove", "removed"), ("keep", "kept"), ("unresolved", "unresolved"), ("edited", "edited by hand"), ("overwrite", "overwritten")):
             if counts.get(key):
                 parts.append(f"{counts[key]} {label}")
         return ", ".join(parts)
@@ -62,7 +63,7 @@ def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root
                 text = on_disk.read_text(encoding="utf-8")
                 if digest(text) == previous.sha256:
                     return Rendered(artifact.path, artifact.owner, artifact.source, text, render_sha)
-        raw = format_python(raw, artifact.template, artifact.path)
+        raw = format_python(raw, str(renderer.template_path(artifact.template)), artifact.path)
     return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha)
 
 
@@ -72,17 +73,23 @@ def render_all(project: Project, manifest: Manifest, templates: Path | None = No
 
 
 def generate(root: Path, *, check: bool = False, dry_run: bool = False, force: bool = False, templates: Path | None = None) -> GenerateResult:
+    """One run. `check`/`dry_run` only plan (they create nothing, not even `.opgen/`).
+
+    A file edited by hand (an "edited" change) stops the whole run before anything is written.
+    """
     project = load_project(root)
     root = project.root
+    folder = templates or project.config.templates
+    warnings = override_warnings(root, folder)
     if check or dry_run:
         manifest = Manifest.load(root)
-        rendered = render_all(project, manifest, templates)
-        return GenerateResult(plan_changes(root, rendered, manifest, force), written=False)
+        rendered = render_all(project, manifest, folder)
+        return GenerateResult(plan_changes(root, rendered, manifest, force), written=False, warnings=warnings)
     with project_lock(root):
         manifest = Manifest.load(root)
-        rendered = render_all(project, manifest, templates)
+        rendered = render_all(project, manifest, folder)
         changes = plan_changes(root, rendered, manifest, force)
         if any(c.action == "edited" for c in changes):
-            return GenerateResult(changes, written=False)
+            return GenerateResult(changes, written=False, warnings=warnings)
         apply_changes(root, changes, manifest)
-    return GenerateResult(changes, written=True)
+    return GenerateResult(changes, written=True, warnings=warnings)

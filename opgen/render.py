@@ -5,7 +5,6 @@ Templates receive finished strings from `opgen.api`; they only lay them out.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ class Renderer:
         return builtin_templates_dir() / name
 
     def render(self, name: str, context: dict[str, Any]) -> str:
+        """Render one template; any error in it becomes a diagnostic at the template's file:line."""
         import jinja2
 
         try:
@@ -54,20 +54,32 @@ class Renderer:
             path = Path(exc.filename) if exc.filename else self.template_path(name)
             raise OpgenError(Diagnostic(path, exc.lineno, f"template syntax error: {exc.message}", "fix the template")) from None
         except jinja2.TemplateNotFound as exc:
-            raise OpgenError(Diagnostic(None, None, f"template {exc.name!r} not found", "check the template folder")) from None
+            where, line, via = self._locate(exc, name)
+            hint = "check the name; `opgen templates list` shows every template"
+            raise OpgenError(Diagnostic(where, line, f"template {exc.name!r} not found{via}", hint)) from None
         except jinja2.UndefinedError as exc:
-            path, line = self.template_path(name), _template_line(exc, name)
-            raise OpgenError(
-                Diagnostic(path, line, f"template uses an undefined variable: {exc.message}", "see `opgen templates list` for the variables each template receives")
-            ) from None
+            where, line, via = self._locate(exc, name)
+            hint = "docs/templates.md lists the variables each template receives"
+            raise OpgenError(Diagnostic(where, line, f"template uses an undefined variable: {exc.message}{via}", hint)) from None
+        except Exception as exc:  # a template calling something wrongly: still name the template and line
+            where, line, via = self._locate(exc, name)
+            raise OpgenError(Diagnostic(where, line, f"template failed: {type(exc).__name__}: {exc}{via}", "fix the template")) from None
 
+    def _locate(self, exc: BaseException, name: str) -> tuple[Path, int | None, str]:
+        """The innermost template frame of `exc` (file, line) and the frames that led there."""
+        roots = [d.resolve() for d in (self.override_dir, builtin_templates_dir()) if d is not None]
+        frames: list[tuple[Path, int]] = []
+        tb = exc.__traceback__
+        while tb is not None:
+            filename = tb.tb_frame.f_code.co_filename
+            path = Path(filename)
+            if path.is_absolute() and any(path.resolve().is_relative_to(r) for r in roots):
+                if not frames or frames[-1] != (path, tb.tb_lineno):
+                    frames.append((path, tb.tb_lineno))
+            tb = tb.tb_next
+        if not frames:
+            return self.template_path(name), None, ""
+        path, line = frames[-1]
+        via = "".join(f" (from {p}:{n})" for p, n in reversed(frames[:-1]) if p != path)
+        return path, line, via
 
-def _template_line(exc: BaseException, name: str) -> int | None:
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename.endswith(name) or "<template>" in code.co_filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 from _support import REPO
@@ -18,6 +19,12 @@ def test_wheel_installs_and_generates(tmp_path: Path):
         timeout=300,
     )
     (wheel,) = dist.glob("opgen-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+    sources = {p.relative_to(REPO).as_posix() for p in (REPO / "opgen").rglob("*.py")}
+    templates = {"opgen/" + p.relative_to(REPO).as_posix() for p in (REPO / "templates").rglob("*.j2")}
+    assert sources - shipped == set(), "modules missing from the wheel"
+    assert templates - shipped == set(), "templates missing from the wheel"
     env_dir = tmp_path / "venv"
     # System site-packages provide torch and the other dependencies; the venv's own opgen comes first.
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)

@@ -1,7 +1,88 @@
-"""`opgen templates`."""
+"""`opgen templates`: list, eject, diff and ack template overrides. See Note [Ejected templates]."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
 
-def register(app) -> None:
-    """Not registered yet."""
+import typer
+
+Name = Annotated[str, typer.Argument(help="Template name as `opgen templates list` shows it, e.g. python/kernel.py.j2.")]
+
+
+def _project() -> tuple[Path, Path | None]:
+    """The project root and its template folder (None when opgen.toml sets none)."""
+    from ..cli import _fail, _root
+    from ..errors import OpgenError
+    from ..spec.config import CONFIG_FILE, build_config
+    from ..spec.load import load_toml
+
+    root = _root()
+    try:
+        config = build_config(load_toml(root / CONFIG_FILE))
+    except OpgenError as exc:
+        raise _fail(exc, root)
+    return root, config.templates
+
+
+def _run(action):
+    from ..cli import _fail
+    from ..errors import OpgenError
+
+    root, folder = _project()
+    try:
+        return root, folder, action(root, folder)
+    except OpgenError as exc:
+        raise _fail(exc, root)
+
+
+def list_command() -> None:
+    """Show every built-in template and which ones this project overrides."""
+    from ..overrides import DEFAULT_FOLDER, list_templates
+
+    root, folder, infos = _run(list_templates)
+    shown = folder.relative_to(root).as_posix() if folder is not None and folder.is_relative_to(root) else (folder or DEFAULT_FOLDER)
+    typer.echo(f"template folder: {shown}" + ("" if folder is not None else " (not set; `opgen templates eject NAME` sets it)"))
+    for info in infos:
+        if not info.builtin:
+            state = "yours (no built-in of this name)"
+        elif info.overridden:
+            state = "overridden, built-in changed since eject" if info.behind else "overridden"
+        else:
+            state = "built-in"
+        typer.echo(f"  {info.name:<32} {state}")
+
+
+def eject_command(name: Name) -> None:
+    """Copy a built-in template into the project's template folder for editing."""
+    from ..overrides import eject
+
+    root, _, (target, set_option) = _run(lambda root, folder: eject(root, folder, name))
+    typer.echo(f"ejected {name} to {target.relative_to(root).as_posix()}: edit it, then `opgen generate`")
+    if set_option:
+        typer.echo('set templates = "templates" under [options] in opgen.toml')
+
+
+def diff_command(name: Name) -> None:
+    """Show how the built-in template changed since you ejected it."""
+    from ..overrides import upstream_diff
+
+    _, _, text = _run(lambda root, folder: upstream_diff(root, folder, name))
+    typer.echo(text or f"{name}: the built-in is unchanged since you ejected it", nl=not text)
+
+
+def ack_command(name: Name) -> None:
+    """Record that your override is caught up with the current built-in (silences the warning)."""
+    from ..overrides import acknowledge
+
+    _run(lambda root, folder: acknowledge(root, name))
+    typer.echo(f"{name}: override marked as up to date with the built-in")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(help="List and customize the Jinja templates opgen renders (see docs/templates.md).", no_args_is_help=True)
+    sub.command("list")(list_command)
+    sub.command("eject")(eject_command)
+    sub.command("diff")(diff_command)
+    sub.command("ack")(ack_command)
+    app.add_typer(sub, name="templates")

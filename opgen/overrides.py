@@ -1,0 +1,192 @@
+"""A project's template overrides: list them, eject a built-in, notice when one falls behind.
+
+Note [Ejected templates]
+`opgen templates eject NAME` copies a built-in template into the project's
+template folder and records the built-in's hash in `.opgen/ejected.json`,
+with a copy of the text as ejected under `.opgen/ejected/NAME`. When a newer
+opgen ships a different built-in, `opgen generate` warns that the override
+is behind; `opgen templates diff NAME` shows what changed upstream since the
+eject, and `opgen templates ack NAME` records that the override is caught up.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import Diagnostic, OpgenError
+from .manifest import STATE_DIR, digest
+from .render import builtin_templates_dir
+from .spec.config import CONFIG_FILE
+
+__all__ = [
+    "TemplateInfo",
+    "builtin_names",
+    "list_templates",
+    "eject",
+    "acknowledge",
+    "upstream_diff",
+    "override_warnings",
+    "DEFAULT_FOLDER",
+]
+
+DEFAULT_FOLDER = "templates"
+_RECORD = f"{STATE_DIR}/ejected.json"
+_ORIGINALS = f"{STATE_DIR}/ejected"
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    name: str
+    builtin: bool
+    overridden: bool
+    behind: bool  # the built-in changed since this override was ejected
+
+
+def builtin_names() -> list[str]:
+    base = builtin_templates_dir()
+    return sorted(p.relative_to(base).as_posix() for p in base.rglob("*.j2") if p.is_file())
+
+
+def _override_names(folder: Path | None) -> list[str]:
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def _builtin_text(name: str) -> str:
+    return (builtin_templates_dir() / name).read_text(encoding="utf-8")
+
+
+def _records(root: Path) -> dict[str, dict[str, str]]:
+    path = root / _RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_records(root: Path, records: dict[str, dict[str, str]]) -> None:
+    from .writer import atomic_write
+
+    atomic_write(root / _RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
+
+
+def _is_behind(root: Path, records: dict[str, dict[str, str]], name: str) -> bool:
+    record = records.get(name)
+    if record is None or name not in builtin_names():
+        return False
+    return record.get("sha256") != digest(_builtin_text(name))
+
+
+def list_templates(root: Path, folder: Path | None) -> list[TemplateInfo]:
+    builtins = builtin_names()
+    overrides = set(_override_names(folder))
+    records = _records(root)
+    infos = [TemplateInfo(n, True, n in overrides, n in overrides and _is_behind(root, records, n)) for n in builtins]
+    infos += [TemplateInfo(n, False, True, False) for n in sorted(overrides - set(builtins))]
+    return infos
+
+
+def override_warnings(root: Path, folder: Path | None) -> list[str]:
+    """What `opgen generate` should tell the user about their overrides."""
+    warnings = []
+    for info in list_templates(root, folder):
+        shown = f"{_shown(root, folder)}/{info.name}"
+        if info.behind:
+            warnings.append(
+                f"{shown} overrides a built-in template that changed since you ejected it; "
+                f"see `opgen templates diff {info.name}`, port what you need, then `opgen templates ack {info.name}`"
+            )
+        elif not info.builtin and not info.name.split("/")[-1].startswith("_"):
+            warnings.append(f"{shown} does not replace any built-in template (check its name with `opgen templates list`)")
+    return warnings
+
+
+def _shown(root: Path, folder: Path | None) -> str:
+    if folder is None:
+        return DEFAULT_FOLDER
+    try:
+        return folder.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(folder)
+
+
+def _check_name(name: str) -> None:
+    if name not in builtin_names():
+        close = difflib.get_close_matches(name, builtin_names(), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "`opgen templates list` shows every template"
+        raise OpgenError(Diagnostic(None, None, f"no built-in template named {name!r}", hint))
+
+
+def eject(root: Path, folder: Path | None, name: str) -> tuple[Path, bool]:
+    """Copy built-in `name` into the template folder; returns (the copy, whether opgen.toml was changed)."""
+    from .writer import atomic_write
+
+    _check_name(name)
+    set_option = folder is None
+    folder = folder if folder is not None else root / DEFAULT_FOLDER
+    target = folder / name
+    if target.exists():
+        raise OpgenError(Diagnostic(target, None, "this template is already overridden; opgen will not overwrite your copy", "delete it first to eject a fresh copy, or see `opgen templates diff`"))
+    text = _builtin_text(name)
+    if set_option:
+        _set_templates_option(root, DEFAULT_FOLDER)
+    atomic_write(target, text)
+    atomic_write(root / _ORIGINALS / name, text)
+    records = _records(root)
+    records[name] = {"sha256": digest(text)}
+    _save_records(root, records)
+    return target, set_option
+
+
+def acknowledge(root: Path, name: str) -> None:
+    """Record that the override of `name` is up to date with the current built-in."""
+    from .writer import atomic_write
+
+    _check_name(name)
+    text = _builtin_text(name)
+    atomic_write(root / _ORIGINALS / name, text)
+    records = _records(root)
+    records[name] = {"sha256": digest(text)}
+    _save_records(root, records)
+
+
+def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
+    """What changed in the built-in since the eject; without a record, override vs built-in."""
+    _check_name(name)
+    new = _builtin_text(name)
+    original = root / _ORIGINALS / name
+    if original.is_file():
+        old, label = original.read_text(encoding="utf-8"), f"built-in {name} when ejected"
+    elif folder is not None and (folder / name).is_file():
+        old, label = (folder / name).read_text(encoding="utf-8"), f"your {_shown(root, folder)}/{name}"
+    else:
+        old, label = "", "(nothing)"
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), label, f"built-in {name} now"))
+
+
+_OPTIONS_HEADER = re.compile(r"^\s*\[options\]\s*(#.*)?$", re.MULTILINE)
+
+
+def _set_templates_option(root: Path, folder: str) -> None:
+    """Add `templates = "..."` under [options] in opgen.toml, keeping the rest of the file as it is."""
+    from .writer import atomic_write
+
+    path = root / CONFIG_FILE
+    text = path.read_text(encoding="utf-8")
+    line = f'templates = "{folder}"      # template overrides, searched before the built-ins\n'
+    match = _OPTIONS_HEADER.search(text)
+    if match is None:
+        text = text + ("" if text.endswith("\n") or not text else "\n") + "\n[options]\n" + line
+    else:
+        end = match.end() + 1 if match.end() < len(text) else match.end()
+        if not text[:end].endswith("\n"):
+            text += "\n"
+            end = len(text)
+        text = text[:end] + line + text[end:]
+    atomic_write(path, text)
