@@ -33,7 +33,8 @@ class Diagnostic:
             where = f"{shown}:{self.line}: " if self.line else f"{shown}: "
         text = f"{where}{self.level}: {self.message}"
         if self.hint:
-            text += f"\n  hint: {self.hint}"
+            # A hint of several lines (a TOML snippet) stays indented under its error.
+            text += "\n  hint: " + self.hint.replace("\n", "\n        ")
         return text
 
 

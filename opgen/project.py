@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
+from .manifest import STATE_DIR
 from .spec.config import CONFIG_FILE, build_config
 from .spec.load import load_toml
 from .spec.model import OpSpec, ProjectConfig
@@ -33,11 +35,46 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
+# Spec file names end up in generated headers, comments and test messages.
+_SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
+
+
 def _spec_files(root: Path) -> list[Path]:
+    """The specs under ops/; hidden files (editor locks and backups) are skipped."""
     folder = root / OPS_DIR
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.suffix == ".toml")
+    return sorted(p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith("."))
+
+
+def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]:
+    """Folders opgen reads or writes must not lead out of the project (checked before any write).
+
+    The writer checks every file it writes as well; this catches the common case
+    early, before even the lock file is made.
+    """
+    problems: list[Diagnostic] = []
+    pkg = config.package
+    for rel in (OPS_DIR, "tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc"):
+        path = root / rel
+        if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(root):
+            problems.append(
+                Diagnostic(path, None, f"{rel}/ leads outside the project (a symlink to {path.resolve()})", f"make {rel}/ a real folder inside the project")
+            )
+    return problems
+
+
+def _file_problems(root: Path, files: list[Path]) -> list[Diagnostic]:
+    problems: list[Diagnostic] = []
+    ops_dir = root / OPS_DIR
+    for path in files:
+        if not _SPEC_FILE.match(path.name):
+            problems.append(
+                Diagnostic(ops_dir, None, f"spec file name {path.name!r} has characters other than letters, digits, '_', '-' and '.'", "rename the file, e.g. ops/my_op.toml")
+            )
+        elif path.is_symlink() and not path.resolve().is_relative_to(root):
+            problems.append(Diagnostic(path, None, "spec is a symlink leading outside the project", "copy the file into ops/ instead"))
+    return problems
 
 
 def load_project(root: Path) -> Project:
@@ -45,10 +82,9 @@ def load_project(root: Path) -> Project:
     root = root.resolve()
     config = build_config(load_toml(root / CONFIG_FILE))
     files = _spec_files(root)
-    problems: list[Diagnostic] = []
-    for path in files:
-        if path.is_symlink() and not path.resolve().is_relative_to(root):
-            problems.append(Diagnostic(path, None, "spec is a symlink leading outside the project", "copy the file into ops/ instead"))
+    problems = _confinement_problems(root, config) + _file_problems(root, files)
+    if problems:
+        raise OpgenError(problems)
     docs = []
     for path in files:
         try:
@@ -62,22 +98,38 @@ def load_project(root: Path) -> Project:
             ops.append(build_op_spec(doc, config, op_names))  # type: ignore[arg-type]
         except OpgenError as exc:
             problems.extend(exc.diagnostics)
-    seen: dict[str, OpSpec] = {}
-    for op in ops:
-        key = op.name + (f".{op.overload}" if op.overload else "")
-        module = module_name(op)
-        for other_key in (key, f"module:{module}"):
-            first = seen.get(other_key)
-            if first is not None:
-                problems.append(
-                    Diagnostic(op.path, op.lines.get("name", 1), f"op {op.qualname} is also defined in {first.path.name}", "keep one spec per op (delete or rename one)")
-                )
-                break
-        seen[key] = op
-        seen[f"module:{module}"] = op
+    problems.extend(_duplicates(root, ops))
     if problems:
         raise OpgenError(problems)
     return Project(config, tuple(ops))
+
+
+def _duplicates(root: Path, ops: list[OpSpec]) -> list[Diagnostic]:
+    """Two specs for one op, or two ops that would share generated file names."""
+    problems: list[Diagnostic] = []
+    by_name: dict[str, OpSpec] = {}
+    by_module: dict[str, OpSpec] = {}
+    for op in ops:
+        full = op.qualname + (f".{op.overload}" if op.overload else "")
+        line = op.lines.get("name", 1)
+        first = by_name.get(full)
+        other = by_module.get(module_name(op))
+        if first is not None:
+            shown = first.path.relative_to(root).as_posix() if first.path.is_relative_to(root) else first.path.name
+            problems.append(Diagnostic(op.path, line, f"op {full} is also defined in {shown}", "keep one spec per op: delete this file or rename the op"))
+        elif other is not None:
+            shown = other.path.relative_to(root).as_posix() if other.path.is_relative_to(root) else other.path.name
+            problems.append(
+                Diagnostic(
+                    op.path,
+                    line,
+                    f"op {full} would generate the same files ({module_name(op)}.py) as {other.qualname}{'.' + other.overload if other.overload else ''} in {shown}",
+                    "rename one of the two ops",
+                )
+            )
+        by_name.setdefault(full, op)
+        by_module.setdefault(module_name(op), op)
+    return problems
 
 
 def _declared_name(data: dict) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..errors import DiagnosticSink
 from .load import LoadedToml
 from .model import BACKENDS, CPP_TARGETS, REGISTRATIONS, ProjectConfig
-from .names import RESERVED_NAMESPACES, identifier_problem
+from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
 
 __all__ = ["build_config", "CONFIG_FILE"]
 
@@ -26,52 +26,60 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
     project = doc.data.get("project", {})
     options = doc.data.get("options", {})
     if not isinstance(project, dict) or not isinstance(options, dict):
-        sink.error(1, "[project] and [options] must be tables", "")
+        sink.error(doc.line("project" if not isinstance(project, dict) else "options"), "[project] and [options] must be tables", 'write [project] on its own line, then namespace = "..." and package = "..." below it')
         sink.raise_if_any()
     for key in project:
         if key not in _PROJECT_KEYS:
-            sink.error(doc.line("project", key), f"unknown key 'project.{key}'", f"known: {', '.join(_PROJECT_KEYS)}")
+            sink.error(doc.line("project", key), f"unknown key 'project.{key}'", _closest(key, _PROJECT_KEYS))
     for key in options:
         if key not in _OPTION_KEYS:
-            sink.error(doc.line("options", key), f"unknown key 'options.{key}'", f"known: {', '.join(_OPTION_KEYS)}")
+            sink.error(doc.line("options", key), f"unknown key 'options.{key}'", _closest(key, _OPTION_KEYS))
     values: dict[str, object] = {}
     for key in _PROJECT_KEYS:
         value = project.get(key)
         if value is None:
             sink.error(doc.line("project"), f"missing required field 'project.{key}'", f'add {key} = "..." under [project]')
             continue
-        problem = identifier_problem(value, key)
+        problem = identifier_problem(value, key) if key == "namespace" else package_problem(value)
         if problem:
-            sink.error(doc.line("project", key), problem, "use a short snake_case identifier")
+            sink.error(doc.line("project", key), problem, f'use a short snake_case identifier of your own, e.g. {key} = "mylib"')
         elif key == "namespace" and (value in RESERVED_NAMESPACES or value.startswith("_")):
             sink.error(doc.line("project", key), f"namespace {value!r} is reserved by PyTorch", "choose your own library name, e.g. 'mylib'")
         values[key] = value
     for key, choices in (("backend", BACKENDS), ("cpp_target", CPP_TARGETS), ("registration", REGISTRATIONS), ("compile_backend", _COMPILE_BACKENDS)):
         if key in options:
             if options[key] not in choices:
-                sink.error(doc.line("options", key), f"options.{key} must be one of {', '.join(map(repr, choices))}", f"got {options[key]!r}")
+                sink.error(doc.line("options", key), f"options.{key} is {options[key]!r}", f"use one of {', '.join(map(repr, choices))}")
             else:
                 values[key] = options[key]
     if "torch_target_version" in options:
         version = options["torch_target_version"]
         if not isinstance(version, str) or not _is_version(version):
-            sink.error(doc.line("options", "torch_target_version"), "torch_target_version must look like \"2.10\"", f"got {version!r}")
+            sink.error(doc.line("options", "torch_target_version"), f"torch_target_version {version!r} is not a version string", 'write it quoted, as major.minor: torch_target_version = "2.10"')
         else:
             values["torch_target_version"] = version
     if "pybind" in options:
         if not isinstance(options["pybind"], bool):
-            sink.error(doc.line("options", "pybind"), "options.pybind must be true or false", "")
+            sink.error(doc.line("options", "pybind"), f"options.pybind must be true or false, not {options['pybind']!r}", "write pybind = true or pybind = false")
         else:
             values["pybind"] = options["pybind"]
     if "templates" in options:
         folder = options["templates"]
         resolved = (root / folder).resolve() if isinstance(folder, str) and folder else None
         if resolved is None or not resolved.is_relative_to(root.resolve()):
-            sink.error(doc.line("options", "templates"), f"options.templates {folder!r} points outside the project", "use a folder inside the project, e.g. \"templates\"")
+            why = "is not a folder name" if resolved is None else "points outside the project"
+            sink.error(doc.line("options", "templates"), f"options.templates {folder!r} {why}", 'use a folder inside the project, e.g. templates = "templates"')
         else:
             values["templates"] = resolved
     sink.raise_if_any()
     return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+
+
+def _closest(word: str, choices: tuple[str, ...]) -> str:
+    import difflib
+
+    match = difflib.get_close_matches(word, choices, n=1)
+    return f"did you mean {match[0]!r}?" if match else f"known keys: {', '.join(choices)}"
 
 
 def _is_version(text: str) -> bool:

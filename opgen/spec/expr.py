@@ -29,6 +29,15 @@ _FORBIDDEN = {
 }
 
 
+# Attributes that lead from torch/math/a tensor to the operating system or the
+# interpreter (`torch.os.system`, `torch.sys`): no formula or shape rule needs them.
+_FORBIDDEN_ATTRIBUTES = frozenset(
+    "os sys subprocess builtins importlib ctypes shutil socket pickle marshal system popen spawnv "
+    "load_library hub eval exec compile open globals locals getattr setattr delattr vars".split()
+)
+_MAX_LENGTH = 2000
+
+
 class ExprProblem(Exception):
     def __init__(self, message: str, hint: str):
         super().__init__(message)
@@ -41,12 +50,20 @@ def parse_expression(text: str, what: str) -> ast.Expression:
         raise ExprProblem(f"{what} is empty", "write a Python expression")
     if "\n" in text.strip() or "\r" in text:
         raise ExprProblem(f"{what} spans several lines", "write a single-line Python expression")
+    if len(text) > _MAX_LENGTH:
+        raise ExprProblem(f"{what} is {len(text)} characters long (at most {_MAX_LENGTH})", "split the computation into another op")
+    if any(ord(c) < 32 and c != "\t" for c in text):
+        raise ExprProblem(f"{what} contains a control character", "write plain text; use escapes such as \\n inside strings")
+    if _has_comment(text):
+        raise ExprProblem(f"{what} contains a comment (#)", "remove the comment: generated code places the expression inside a line")
     try:
         tree = ast.parse(text.strip(), mode="eval")
+    except (RecursionError, MemoryError, ValueError):
+        raise ExprProblem(f"{what} is nested too deeply", "simplify the expression") from None
     except SyntaxError as exc:
         try:
             ast.parse(text.strip(), mode="exec")
-        except SyntaxError:
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
             raise ExprProblem(
                 f"{what} is not valid Python: {exc.msg}", "fix the expression's syntax"
             ) from None
@@ -57,11 +74,28 @@ def parse_expression(text: str, what: str) -> ast.Expression:
     return tree
 
 
+def _has_comment(text: str) -> bool:
+    """True when `#` starts a comment (not inside a string literal)."""
+    if "#" not in text:
+        return False
+    import io
+    import tokenize
+
+    try:
+        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False  # ast.parse reports the syntax error
+
+
 def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expression:
     """Return the parsed expression or raise ExprProblem naming the first problem."""
     tree = parse_expression(text, what)
     allowed = set(allowed)
-    for node in ast.walk(tree):
+    try:
+        nodes = list(ast.walk(tree))
+    except RecursionError:
+        raise ExprProblem(f"{what} is nested too deeply", "simplify the expression") from None
+    for node in nodes:
         for kind, label in _FORBIDDEN.items():
             if isinstance(node, kind):
                 raise ExprProblem(f"{what} uses {label}", "formulas are plain expressions over the op's inputs")
@@ -69,6 +103,11 @@ def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expres
             raise ExprProblem(
                 f"{what} accesses the private attribute {node.attr!r}",
                 "use public tensor methods and torch functions only",
+            )
+        if isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRIBUTES:
+            raise ExprProblem(
+                f"{what} accesses {node.attr!r}, which reaches outside the op",
+                "use tensor methods and torch functions only",
             )
         if isinstance(node, ast.Name) and node.id not in allowed:
             known = ", ".join(sorted(allowed))

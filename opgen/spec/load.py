@@ -80,16 +80,35 @@ def _scan_lines(text: str) -> dict[str, int]:
     return lines
 
 
+# tomllib's message -> what to change; the first match wins.
+_TOML_HINTS = (
+    ("Illegal character '\\n'", "a string is not closed: add the closing quote on the same line (use \"\"\" ... \"\"\" for text over several lines)"),
+    ("Unterminated string", "a string is not closed: add the closing quote"),
+    ("Invalid value", 'values need quotes, brackets or braces: name = "mylib::foo", devices = ["cpu"], x = {shape = [3]}'),
+    ("Cannot overwrite a value", "this key is set twice: keep one of the two lines"),
+    ("Cannot declare", "this table is declared twice: merge the two sections into one"),
+    ("Expected ']'", "close the table header: [name] or [[name]]"),
+)
+_TOML_HINT = "fix the TOML syntax (strings need quotes, tables [name], arrays [a, b])"
+
+
+def _toml_hint(message: str) -> str:
+    return next((hint for needle, hint in _TOML_HINTS if needle in message), _TOML_HINT)
+
+
 def load_toml(path: Path) -> LoadedToml:
     """Parse `path`; a syntax error becomes a diagnostic at its line."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise OpgenError(
-            Diagnostic(path, None, f"file is not valid UTF-8 ({exc.reason})", "save the file as UTF-8")
-        ) from None
+        raw = path.read_bytes()
     except OSError as exc:
-        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}")) from None
+        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}", "check that the file exists and is readable")) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise OpgenError(
+            Diagnostic(path, line, f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason})", "save the file as UTF-8")
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -97,12 +116,7 @@ def load_toml(path: Path) -> LoadedToml:
         match = _TOML_POS.search(message)
         line = int(match.group(1)) if match else None
         message = _TOML_POS.sub("", message).strip()
-        raise OpgenError(
-            Diagnostic(
-                path,
-                line,
-                f"invalid TOML: {message}",
-                "fix the TOML syntax (strings need quotes, tables [name], arrays [a, b])",
-            )
-        ) from None
+        raise OpgenError(Diagnostic(path, line, f"invalid TOML: {message}", _toml_hint(message))) from None
+    except RecursionError:
+        raise OpgenError(Diagnostic(path, None, "invalid TOML: nested too deeply", "flatten the nested arrays or tables")) from None
     return LoadedToml(path, data, _scan_lines(text))

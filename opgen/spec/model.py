@@ -18,6 +18,7 @@ __all__ = [
     "TensorSample",
     "Sample",
     "TestSpec",
+    "BenchSpec",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
@@ -121,6 +122,20 @@ class ProjectConfig:
 
 
 @dataclass(frozen=True)
+class BenchSpec:
+    """`[bench]` (see opgen/spec/bench.py): sizes are tuples of (variable, value)."""
+
+    sizes: tuple[tuple[tuple[str, int], ...], ...] = ()
+    inputs: tuple[tuple[str, Any], ...] = ()
+    native: str | None = None
+    reference: str | None = None
+    bytes: str | None = None
+    flops: str | None = None
+    backward: bool = False
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
 class OpSpec:
     path: Path
     namespace: str
@@ -139,6 +154,7 @@ class OpSpec:
     cpp_target: str = "stable"
     registration: str = "custom_op"
     pybind: bool = False
+    bench: BenchSpec = BenchSpec()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import keyword
 import re
+import sys
+import unicodedata
 
-__all__ = ["identifier_problem", "RESERVED_NAMESPACES", "CPP_KEYWORDS", "MAX_NAME_LENGTH"]
+__all__ = [
+    "identifier_problem",
+    "package_problem",
+    "RESERVED_NAMESPACES",
+    "RESERVED_OP_NAMES",
+    "CPP_KEYWORDS",
+    "MAX_NAME_LENGTH",
+]
 
 MAX_NAME_LENGTH = 64
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -25,18 +34,38 @@ CPP_KEYWORDS = frozenset(
 RESERVED_NAMESPACES = frozenset(
     "aten prim prims torch c10 at std quantized _quantized cuda cudnn mkldnn onednn "
     "inductor higher_order _c10d_functional _dtensor profiler rngprims debugprims "
-    "sparse _test mkl xla vulkan mps".split()
+    "sparse _test mkl xla vulkan mps "
+    # attributes of torch.ops itself: a namespace with one of these names is unreachable
+    "load_library loaded_libraries import_module higher_order".split()
+)
+
+# Module-level names of a generated op module: an op of the same name would rebind
+# them, and the backward (which looks `torch` up at call time) would break.
+RESERVED_OP_NAMES = frozenset(
+    "torch math F Tensor Sequence once_differentiable annotations "
+    "_kernels _handle _lib _fake _backward _setup_context".split()
+)
+
+# Packages the generated code imports by name: a project package with one of these
+# names would shadow it. The standard library is added at call time.
+_TAKEN_PACKAGES = frozenset(
+    "torch torchgen functorch triton numpy pytest typer jinja2 black opgen setuptools "
+    "hypothesis tests ops csrc build".split()
 )
 
 
 def identifier_problem(name: object, what: str) -> str | None:
     """Why `name` cannot be used as a `what`, or None when it can."""
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
+        return f"{what} must be a string, not {type(name).__name__}"
+    if not name:
         return f"{what} is empty"
-    if not name.isascii():
-        return f"{what} {name!r} contains non-ASCII characters"
     if len(name) > MAX_NAME_LENGTH:
         return f"{what} is {len(name)} characters long (at most {MAX_NAME_LENGTH})"
+    if not name.isascii():
+        char = next(c for c in name if not c.isascii())
+        label = unicodedata.name(char, "unnamed character")
+        return f"{what} {name!r} contains the non-ASCII character {char!r} (U+{ord(char):04X} {label})"
     if not _IDENT.match(name):
         return f"{what} {name!r} is not an identifier (letters, digits and _, not starting with a digit)"
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
@@ -45,4 +74,14 @@ def identifier_problem(name: object, what: str) -> str | None:
         return f"{what} {name!r} is a C++ keyword"
     if name.startswith("__"):
         return f"{what} {name!r} starts with a double underscore, which Python and C++ reserve"
+    return None
+
+
+def package_problem(name: object) -> str | None:
+    """Why `name` cannot be the project's Python package, or None."""
+    problem = identifier_problem(name, "package")
+    if problem:
+        return problem
+    if name in _TAKEN_PACKAGES or name in sys.stdlib_module_names:
+        return f"package {name!r} would shadow the module or folder of the same name that generated code uses"
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 __all__ = ["SUPPORTED_ARG_TYPES", "SUPPORTED_RETURN_TYPES", "default_problem", "DTYPES"]
@@ -18,6 +19,16 @@ DTYPES = (
 _INT = re.compile(r"-?\d+\Z")
 _FLOAT = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|-?inf\Z|nan\Z")
 _STR = re.compile(r"""("([^"\\]|\\.)*"|'([^'\\]|\\.)*')\Z""")
+
+
+def _is_str_literal(text: str) -> bool:
+    """One plain quoted Python string (it is copied into generated Python and C++)."""
+    if not _STR.match(text) or any(ord(c) < 32 or c == "\x7f" for c in text):
+        return False
+    try:
+        return isinstance(ast.literal_eval(text), str)
+    except (ValueError, SyntaxError):
+        return False
 
 
 def normalize_type(text: str) -> str:
@@ -51,7 +62,7 @@ def default_problem(type_text: str, default: str) -> str | None:
         "float": lambda d: _FLOAT.match(d) or _INT.match(d),
         "Scalar": lambda d: _FLOAT.match(d) or _INT.match(d) or d in ("True", "False"),
         "bool": lambda d: d in ("True", "False"),
-        "str": _STR.match,
+        "str": _is_str_literal,
     }
     check = checks.get(base)
     if check is None:
