@@ -43,19 +43,23 @@ def _root(start: Path | None = None) -> Path:
     return root
 
 
-def _report(result, root: Path, verbose: bool = True) -> None:
+def _report(result, root: Path, verbose: bool = True, check: bool = False, dry_run: bool = False) -> None:
     from .writer import unified_diff
 
     for change in result.changes:
         if change.action == "unchanged":
             continue
-        label = {"create": "created", "update": "updated", "merge": "merged", "remove": "removed"}.get(change.action, change.action)
+        label = {"create": "created", "update": "updated", "merge": "merged", "remove": "removed", "keep": "kept"}.get(change.action, change.action)
         if not result.written and change.action in ("create", "update", "merge", "remove", "conflict", "overwrite"):
             label = f"would be {label}" if change.action != "conflict" else "would conflict"
         line = f"  {label:<14} {change.path}"
         if change.note:
             line += f"  ({change.note})"
-        (_err if change.action in ("edited", "conflict") else typer.echo)(line)
+        (_err if change.action in ("edited", "conflict", "unresolved") else typer.echo)(line)
+    for warning in getattr(result, "warnings", ()):
+        _err(f"warning: {warning}")
+    if not result.written and any(c.action == "edited" for c in result.changes) and not (check or dry_run):
+        _err("error: nothing was written: a generated file was edited by hand (see above)")
     typer.echo(f"opgen: {result.summary()}")
 
 
@@ -80,7 +84,7 @@ def generate(check: Check = False, dry_run: DryRun = False, force: Force = False
         for change in result.stale:
             if change.action != "edited":
                 typer.echo(unified_diff(change), nl=False)
-    _report(result, root)
+    _report(result, root, check=check, dry_run=dry_run)
     if check and result.stale:
         _err("error: generated files are out of date; run `opgen generate`")
         raise typer.Exit(1)
@@ -137,6 +141,8 @@ def _apply_starter(root: Path, result, schema: Optional[str]) -> None:
     for change in result.changes:
         if change.action != "create" or change.entry is None or change.entry.owner != "user":
             continue
+        if change.path.endswith(".cu") or change.path == "setup.py":
+            continue  # the starter sine is a CPU kernel; CUDA stubs stay stubs
         path = root / change.path
         text = path.read_text(encoding="utf-8")
         for marker, body in STARTER_BODIES.values():

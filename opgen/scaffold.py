@@ -8,7 +8,7 @@ from pathlib import Path
 from .errors import Diagnostic, OpgenError
 from .project import OPS_DIR, find_root
 from .spec.config import CONFIG_FILE
-from .spec.names import RESERVED_NAMESPACES, identifier_problem
+from .spec.names import RESERVED_NAMESPACES, identifier_problem, package_problem
 
 __all__ = ["DEFAULT_SCHEMA", "new_op", "STARTER_BODIES"]
 
@@ -18,6 +18,27 @@ DEFAULT_SCHEMA = "(Tensor x) -> Tensor"
 # replace the "not implemented" line of the fresh kernel stub.
 STARTER_BODIES = {
     "python": ("raise NotImplementedError(", "return torch.sin(x)"),
+    # C++ ops: only the CPU stub (csrc/cpu/*.cpp) gets a body; the CUDA stub stays a stub.
+    "cpp_stable": (
+        "STD_TORCH_CHECK(false, ",
+        "\n  ".join(
+            [
+                "auto out = torch::stable::empty_like(x_c);",
+                "auto sine = [&](auto* dst, const auto* src) {",
+                "  torch::stable::parallel_for(0, x_c.numel(), 4096, [&](int64_t begin, int64_t end) {",
+                "    for (int64_t i = begin; i < end; ++i) dst[i] = std::sin(src[i]);",
+                "  });",
+                "};",
+                "if (x_c.scalar_type() == torch::headeronly::ScalarType::Double) {",
+                "  sine(out.mutable_data_ptr<double>(), x_c.const_data_ptr<double>());",
+                "} else {",
+                "  sine(out.mutable_data_ptr<float>(), x_c.const_data_ptr<float>());",
+                "}",
+                "return out;",
+            ]
+        ),
+    ),
+    "cpp_classic": ("TORCH_CHECK(false, ", "return x_c.sin();  // full ATen is available: write your kernel here"),
 }
 
 _PROJECT_TEMPLATE = """\
@@ -172,12 +193,14 @@ def new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, de
     spec_path = root / OPS_DIR / f"{name}.toml"
     if spec_path.exists():
         raise OpgenError(Diagnostic(spec_path, None, f"{qualname} already has a spec", "edit it and run `opgen generate`"))
-    kernel = f"csrc/cpu/{name}.cpp" if backend == "cpp" else f"{namespace if created_project else 'the package'}/kernels/{name}.py"
+    # The package takes the namespace's name unless that would shadow a module generated code imports.
+    package = namespace if package_problem(namespace) is None else f"{namespace}_ops"
+    kernel = f"csrc/cpu/{name}.cpp" if backend == "cpp" else f"{package if created_project else 'the package'}/kernels/{name}.py"
     if schema is None or schema.strip() == DEFAULT_SCHEMA:
         text = _SINE_SPEC.format(qualname=qualname, schema=DEFAULT_SCHEMA, kernel=kernel, devices=_toml_list(devices), backend=backend)
     else:
         text = _custom_spec(qualname, schema.strip(), devices, backend)
-    project_text = _PROJECT_TEMPLATE.format(namespace=namespace, package=namespace, backend=backend) if created_project else None
+    project_text = _PROJECT_TEMPLATE.format(namespace=namespace, package=package, backend=backend) if created_project else None
     return root, spec_path, text, project_text
 
 

@@ -11,6 +11,7 @@ from ..project import Project, module_name
 from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
+from .fastpath import fast_path_inputs
 
 __all__ = ["op_context", "project_context", "header"]
 
@@ -76,6 +77,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "fake_return": ", ".join(op.fake.outputs),
         "autograd": {"setup_params": plan.setup_params, "setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
         "no_grad_message": _no_grad_message(op),
+        "fast_path": fast_path_inputs(op),
         "double_backward": op.double_backward,
         "samples": [
             [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]

@@ -1,7 +1,108 @@
-"""`opgen bench`."""
+"""`opgen bench`: time the generated ops against their reference and PyTorch's native op."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
 
-def register(app) -> None:
-    """Not registered yet."""
+import typer
+
+_MIN_TIME = 0.2
+_QUICK_MIN_TIME = 0.01
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bench)
+
+
+def bench(
+    ops: Annotated[Optional[list[str]], typer.Argument(help="Ops to time (default: all).", show_default=False)] = None,
+    overhead: Annotated[bool, typer.Option("--overhead", help="Time 1-element calls: per-call overhead of each registration.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Smallest size only, short runs (a smoke test).")] = False,
+    json_file: Annotated[Optional[Path], typer.Option("--json", help="Write every measurement to this JSON file.")] = None,
+    plot_file: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")] = None,
+    metric: Annotated[str, typer.Option(help="Plot throughput or time.")] = "throughput",
+    stat: Annotated[str, typer.Option(help="median (of timing blocks) or min (the least disturbed block: for a busy machine).")] = "median",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    min_time: Annotated[Optional[float], typer.Option("--min-time", help=f"Seconds of timing per measurement (default {_MIN_TIME}, --quick {_QUICK_MIN_TIME}).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores this process may use).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
+) -> None:
+    """Benchmark ops against their spec's reference and native PyTorch ([bench] table of each spec)."""
+    from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
+    from ..bench.timing import machine_cores, set_threads
+    from ..cli import _fail, _root
+    from ..errors import OpgenError
+    from ..project import load_project
+
+    if device not in ("cpu", "cuda") or metric not in ("throughput", "time") or stat not in ("median", "min"):
+        typer.echo("error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min", err=True)
+        raise typer.Exit(2)
+    root = _root()
+    try:
+        project = load_project(root)
+    except OpgenError as exc:
+        raise _fail(exc, root)
+    selected, unknown = select_ops(project, list(ops or []))
+    if unknown:
+        typer.echo(f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}", err=True)
+        raise typer.Exit(1)
+    if device == "cuda" or overhead:
+        import torch
+
+        if device == "cuda" and not torch.cuda.is_available():
+            typer.echo("skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu", err=True)
+            raise typer.Exit(0)
+        if overhead and device != "cpu":
+            typer.echo("error: --overhead times CPU calls; drop --device", err=True)
+            raise typer.Exit(2)
+    count = set_threads(threads)
+    options = BenchOptions(device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress)
+    typer.echo(f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}")
+    try:
+        run = (run_overhead if overhead else run_bench)(project, selected, options)
+    except ImportError as exc:
+        typer.echo(f"error: cannot import {project.config.package}: {exc}", err=True)
+        raise typer.Exit(1)
+    _print(run.results, overhead, stat)
+    for note in run.skipped:
+        typer.echo(f"skipped {note}", err=True)
+    _write(run.results, meta(options, "overhead" if overhead else "bench"), json_file, plot_file, metric, overhead)
+    if not run.results:
+        raise typer.Exit(1)
+
+
+def _print(results, overhead: bool, stat: str) -> None:
+    from ..bench.report import op_table, overhead_table
+
+    what = "median of timing blocks" if stat == "median" else "fastest timing block"
+    if overhead:
+        typer.echo(f"1-element float32 calls, no input requires grad; time per call ({what})\n")
+        typer.echo(overhead_table(results, stat))
+        return
+    typer.echo(f"every implementation allocates its outputs; time per call ({what})\n")
+    groups: dict[tuple[str, str], list] = {}
+    for r in results:
+        groups.setdefault((r.op, r.mode), []).append(r)
+    for group in groups.values():
+        typer.echo(op_table(group, stat) + "\n")
+
+
+def _write(results, info, json_file: Optional[Path], plot_file: Optional[Path], metric: str, overhead: bool) -> None:
+    from ..bench.report import to_json
+
+    if json_file is not None:
+        json_file.write_text(to_json(results, info) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {json_file}")
+    if plot_file is not None:
+        if overhead:
+            typer.echo("note: --plot draws size sweeps; nothing to plot with --overhead", err=True)
+            return
+        from ..bench.plot import MissingMatplotlib, plot
+
+        try:
+            plot(results, plot_file, metric)
+        except MissingMatplotlib as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"wrote {plot_file}")

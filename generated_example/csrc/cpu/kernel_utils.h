@@ -36,7 +36,7 @@ using torch::stable::Tensor;
 constexpr int64_t kElementwiseGrain = 1 << 16;
 
 inline bool cpu_has_avx2_fma() {
-#if EXAMPLE_X86
+#if EXAMPLE_X86 && !defined(EXAMPLE_FORCE_SCALAR)  // -DEXAMPLE_FORCE_SCALAR: test the fallback
   static const bool ok =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok;
@@ -98,7 +98,7 @@ inline Tensor empty_contig_like(const Tensor& t) {
   return torch::stable::new_empty(t, t.sizes());
 }
 
-// Common checks for binary elementwise float ops; returns contiguous inputs.
+// Common checks for binary elementwise float ops (device, dtype, shape).
 inline void check_binary_elementwise(
     const Tensor& a, const Tensor& b, const char* op) {
   check_cpu(a, op, "a");

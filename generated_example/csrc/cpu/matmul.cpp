@@ -35,6 +35,14 @@ struct Scratch {
   void* p = nullptr;
   size_t cap = 0;
   ~Scratch() { std::free(p); }
+  // Keep small buffers for reuse, give big ones back after the call.
+  void trim(size_t keep_bytes) {
+    if (cap > keep_bytes) {
+      std::free(p);
+      p = nullptr;
+      cap = 0;
+    }
+  }
   template <typename T>
   T* get(size_t n) {
     const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
@@ -230,9 +238,134 @@ EXAMPLE_AVX2 void ukernel_avx2(int64_t kc, const double* __restrict Ap,
 }
 #endif
 
+// ---- matrix-vector shapes (packing would cost more than the math) ----------
+// N == 1: c[i] = dot(A[i, :], b)
+template <typename T>
+void dot_rows_scalar(const T* A, const T* b, T* c, int64_t i0, int64_t i1, int64_t K) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const T* a = A + i * K;
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      s0 += a[k] * b[k]; s1 += a[k + 1] * b[k + 1];
+      s2 += a[k + 2] * b[k + 2]; s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < K; ++k) s0 += a[k] * b[k];
+    c[i] = (s0 + s1) + (s2 + s3);
+  }
+}
+// M == 1: c[n0:n1] = sum_k a[k] * B[k, n0:n1]
+template <typename T>
+void axpy_rows_scalar(const T* a, const T* B, T* c, int64_t n0, int64_t n1, int64_t K,
+                      int64_t N) {
+  for (int64_t n = n0; n < n1; ++n) c[n] = T(0);
+  for (int64_t k = 0; k < K; ++k) {
+    const T ak = a[k];
+    const T* b = B + k * N;
+    for (int64_t n = n0; n < n1; ++n) c[n] += ak * b[n];
+  }
+}
+
+#if EXAMPLE_X86
+EXAMPLE_AVX2 void dot_rows_avx2(const float* A, const float* b, float* c, int64_t i0,
+                                int64_t i1, int64_t K) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* a = A + i * K;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+    }
+    for (; k + 8 <= K; k += 8)
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    float s = kutil::hsum256_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; k < K; ++k) s += a[k] * b[k];
+    c[i] = s;
+  }
+}
+EXAMPLE_AVX2 void dot_rows_avx2(const double* A, const double* b, double* c, int64_t i0,
+                                int64_t i1, int64_t K) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const double* a = A + i * K;
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+      s0 = _mm256_fmadd_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k), s0);
+      s1 = _mm256_fmadd_pd(_mm256_loadu_pd(a + k + 4), _mm256_loadu_pd(b + k + 4), s1);
+      s2 = _mm256_fmadd_pd(_mm256_loadu_pd(a + k + 8), _mm256_loadu_pd(b + k + 8), s2);
+      s3 = _mm256_fmadd_pd(_mm256_loadu_pd(a + k + 12), _mm256_loadu_pd(b + k + 12), s3);
+    }
+    for (; k + 4 <= K; k += 4)
+      s0 = _mm256_fmadd_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k), s0);
+    double s = kutil::hsum256_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    for (; k < K; ++k) s += a[k] * b[k];
+    c[i] = s;
+  }
+}
+EXAMPLE_AVX2 void axpy_rows_avx2(const float* a, const float* B, float* c, int64_t n0,
+                                 int64_t n1, int64_t K, int64_t N) {
+  const int64_t n8 = n0 + ((n1 - n0) & ~int64_t(7));
+  for (int64_t n = n0; n < n1; ++n) c[n] = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 ak = _mm256_set1_ps(a[k]);
+    const float* b = B + k * N;
+    int64_t n = n0;
+    for (; n < n8; n += 8)
+      _mm256_storeu_ps(c + n, _mm256_fmadd_ps(ak, _mm256_loadu_ps(b + n), _mm256_loadu_ps(c + n)));
+    for (; n < n1; ++n) c[n] += a[k] * b[n];
+  }
+}
+EXAMPLE_AVX2 void axpy_rows_avx2(const double* a, const double* B, double* c, int64_t n0,
+                                 int64_t n1, int64_t K, int64_t N) {
+  const int64_t n4 = n0 + ((n1 - n0) & ~int64_t(3));
+  for (int64_t n = n0; n < n1; ++n) c[n] = 0.0;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256d ak = _mm256_set1_pd(a[k]);
+    const double* b = B + k * N;
+    int64_t n = n0;
+    for (; n < n4; n += 4)
+      _mm256_storeu_pd(c + n, _mm256_fmadd_pd(ak, _mm256_loadu_pd(b + n), _mm256_loadu_pd(c + n)));
+    for (; n < n1; ++n) c[n] += a[k] * b[n];
+  }
+}
+#endif
+
+template <typename T>
+void gemv_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+  const bool simd = kutil::cpu_has_avx2_fma();
+  if (N == 1) {
+    torch::stable::parallel_for(0, M, std::max<int64_t>(1, 16384 / K), [&](int64_t i0, int64_t i1) {
+#if EXAMPLE_X86
+      if (simd) return dot_rows_avx2(A, B, C, i0, i1, K);
+#endif
+      dot_rows_scalar(A, B, C, i0, i1, K);
+    });
+  } else {  // M == 1: column chunks of 512 (the C chunk stays in L1)
+    constexpr int64_t kChunk = 512;
+    const int64_t nchunks = (N + kChunk - 1) / kChunk;
+    torch::stable::parallel_for(0, nchunks, std::max<int64_t>(1, 16384 / (K * kChunk)),
+                                [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        const int64_t n0 = ch * kChunk, n1 = std::min(N, n0 + kChunk);
+#if EXAMPLE_X86
+        if (simd) {
+          axpy_rows_avx2(A, B, C, n0, n1, K, N);
+          continue;
+        }
+#endif
+        axpy_rows_scalar(A, B, C, n0, n1, K, N);
+      }
+    });
+  }
+}
+
 // ---- driver --------------------------------------------------------------------
 template <typename T>
 void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+  if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
   constexpr int64_t NR = NRof<T>::value;
   const bool simd = kutil::cpu_has_avx2_fma();
   const int64_t nthreads = std::max<int64_t>(1, torch::stable::get_num_threads());
@@ -297,6 +430,7 @@ void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) 
       }
     }
   });
+  tl_bpack.trim(size_t(64) << 20);
 }
 
 }  // namespace

@@ -51,9 +51,23 @@ torch.library.register_autograd("example::add", _backward, setup_context=_setup_
 
 
 _handle = torch.ops.example.add.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
+# grad, call below autograd directly instead of through the Python autograd kernel.
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = torch._C._are_functorch_transforms_active
+_below_autograd = torch._C._AutoDispatchBelowAutograd
 
 
 def add(x: Tensor, b: Tensor) -> Tensor:
     """Broadcasting sum x + b (the CustomAdd of the autograd.Function tutorial).
     Its gradients need only the input shapes, so only shapes are saved."""
+    if (
+        not _compiling()
+        and not (_grad_enabled() and _any_requires_grad(x, b))
+        and not _transforms_active()
+    ):
+        with _below_autograd():
+            return _handle(x, b)
     return _handle(x, b)

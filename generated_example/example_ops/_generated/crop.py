@@ -59,8 +59,22 @@ torch.library.register_autograd("example::crop", _backward, setup_context=_setup
 
 
 _handle = torch.ops.example.crop.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
+# grad, call below autograd directly instead of through the Python autograd kernel.
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = torch._C._are_functorch_transforms_active
+_below_autograd = torch._C._AutoDispatchBelowAutograd
 
 
 def crop(pic: Tensor, box: Sequence[int]) -> Tensor:
     """Crops a (C, H, W) image to box = (left, upper, right, lower) with PIL."""
+    if (
+        not _compiling()
+        and not (_grad_enabled() and _any_requires_grad(pic))
+        and not _transforms_active()
+    ):
+        with _below_autograd():
+            return _handle(pic, box)
     return _handle(pic, box)

@@ -51,8 +51,22 @@ torch.library.register_autograd("example::mul", _backward, setup_context=_setup_
 
 
 _handle = torch.ops.example.mul.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
+# grad, call below autograd directly instead of through the Python autograd kernel.
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = torch._C._are_functorch_transforms_active
+_below_autograd = torch._C._AutoDispatchBelowAutograd
 
 
 def mul(w: Tensor, x: Tensor) -> Tensor:
     """Broadcasting product w * x (the CustomMul of the autograd.Function tutorial)."""
+    if (
+        not _compiling()
+        and not (_grad_enabled() and _any_requires_grad(w, x))
+        and not _transforms_active()
+    ):
+        with _below_autograd():
+            return _handle(w, x)
     return _handle(w, x)

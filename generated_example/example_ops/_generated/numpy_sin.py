@@ -53,8 +53,22 @@ torch.library.register_autograd("example::numpy_sin", _backward, setup_context=_
 
 
 _handle = torch.ops.example.numpy_sin.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
+# grad, call below autograd directly instead of through the Python autograd kernel.
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = torch._C._are_functorch_transforms_active
+_below_autograd = torch._C._AutoDispatchBelowAutograd
 
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
+    if (
+        not _compiling()
+        and not (_grad_enabled() and _any_requires_grad(x))
+        and not _transforms_active()
+    ):
+        with _below_autograd():
+            return _handle(x)
     return _handle(x)

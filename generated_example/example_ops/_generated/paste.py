@@ -71,9 +71,23 @@ torch.library.register_autograd("example::paste", _backward, setup_context=_setu
 
 
 _handle = torch.ops.example.paste.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
+# grad, call below autograd directly instead of through the Python autograd kernel.
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = torch._C._are_functorch_transforms_active
+_below_autograd = torch._C._AutoDispatchBelowAutograd
 
 
 def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
     """Pastes the (C, h, w) image im2 into a copy of the (C, H, W) image im1 with its
     upper-left corner at coord = (left, upper), using PIL."""
+    if (
+        not _compiling()
+        and not (_grad_enabled() and _any_requires_grad(im1, im2))
+        and not _transforms_active()
+    ):
+        with _below_autograd():
+            return _handle(im1, im2, coord)
     return _handle(im1, im2, coord)

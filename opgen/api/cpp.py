@@ -1,0 +1,242 @@
+"""C++ names and types for an op, per target ABI (stable or classic).
+
+Note [C++ type mapping]
+Each schema type maps to the C++ parameter type a kernel is registered with.
+The tables below were checked by compiling and calling one op that takes every
+type (see tests/test_cpp_types.py) against torch 2.13:
+
+- stable ABI (`STABLE_TORCH_LIBRARY` + `TORCH_BOX`): the boxed calling
+  convention converts `StableIValue`s with `torch::stable::detail::to<T>`, which
+  knows std::vector<T> (not HeaderOnlyArrayRef) for lists, std::string for str,
+  std::optional<T>, ScalarType, Device and plain 64-bit values. It has no Scalar
+  (a schema with Scalar is rejected with a hint to use the classic target).
+- classic ABI (`TORCH_LIBRARY` + unboxed functors): the dispatcher infers the
+  schema from the C++ signature and insists on exact matches, e.g. c10::SymInt
+  for SymInt (int64_t is refused at load time), c10::string_view for str and
+  c10::List<bool> for bool[].
+
+Note [SymInt in C++ kernels]
+Backend kernels (CPU, CUDA) always receive concrete sizes: symbolic values
+only flow through the fake kernel, which opgen writes in Python. So opgen
+recommends SymInt in schemas for size-like ints (torch.compile(dynamic=True)
+then does not recompile per value) and maps it to:
+- stable: int64_t (the stable ABI has no SymInt; the shim hands over the
+  concrete value),
+- classic: c10::SymInt / c10::SymIntArrayRef (the dispatcher requires it);
+  read it with `.expect_int()` or `C10_AS_INTARRAYREF_SLOW(...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Diagnostic, OpgenError
+from ..spec.model import OpSpec, Ret
+from ..spec.types import normalize_type
+
+__all__ = [
+    "CppType",
+    "arg_type",
+    "return_type",
+    "parameters",
+    "kernel_name",
+    "cpp_string",
+    "target_version_hex",
+    "op_problems",
+    "check_op",
+    "check_project",
+    "STABLE_TYPES",
+    "CLASSIC_TYPES",
+]
+
+_STABLE_TENSOR = "torch::stable::Tensor"
+_CLASSIC_TENSOR = "at::Tensor"
+
+# schema base type -> (parameter type, element type when inside a list)
+STABLE_TYPES: dict[str, str] = {
+    "Tensor": f"const {_STABLE_TENSOR}&",
+    "Tensor?": f"const std::optional<{_STABLE_TENSOR}>&",
+    "Tensor[]": f"const std::vector<{_STABLE_TENSOR}>&",
+    "int": "int64_t",
+    "SymInt": "int64_t",
+    "float": "double",
+    "bool": "bool",
+    "str": "std::string",
+    "ScalarType": "torch::headeronly::ScalarType",
+    "Device": "torch::stable::Device",
+    "int[]": "std::vector<int64_t>",
+    "SymInt[]": "std::vector<int64_t>",
+    "float[]": "std::vector<double>",
+    "bool[]": "std::vector<bool>",
+}
+
+CLASSIC_TYPES: dict[str, str] = {
+    "Tensor": f"const {_CLASSIC_TENSOR}&",
+    "Tensor?": f"const std::optional<{_CLASSIC_TENSOR}>&",
+    "Tensor[]": "at::TensorList",
+    "int": "int64_t",
+    "SymInt": "c10::SymInt",
+    "float": "double",
+    "bool": "bool",
+    "str": "c10::string_view",
+    "Scalar": "const at::Scalar&",
+    "ScalarType": "at::ScalarType",
+    "Device": "at::Device",
+    "int[]": "at::IntArrayRef",
+    "SymInt[]": "c10::SymIntArrayRef",
+    "float[]": "at::ArrayRef<double>",
+    "bool[]": "const c10::List<bool>&",
+}
+
+# Optionals whose C++ type is not std::optional<base>.
+_CLASSIC_OPTIONAL = {
+    "int[]?": "at::OptionalIntArrayRef",
+    "SymInt[]?": "at::OptionalSymIntArrayRef",
+    "float[]?": "std::optional<at::ArrayRef<double>>",
+    "bool[]?": "const std::optional<c10::List<bool>>&",
+    "Scalar?": "const std::optional<at::Scalar>&",
+}
+
+_STABLE_HINT = (
+    'set cpp_target = "classic" for this op; all C++ ops of a project share one target, '
+    'so set it under [options] in opgen.toml'
+)
+
+
+@dataclass(frozen=True)
+class CppType:
+    """What one target needs: tensor type, parameter types, check macro, includes."""
+
+    target: str
+
+    @property
+    def tensor(self) -> str:
+        return _STABLE_TENSOR if self.target == "stable" else _CLASSIC_TENSOR
+
+    @property
+    def check(self) -> str:
+        return "STD_TORCH_CHECK" if self.target == "stable" else "TORCH_CHECK"
+
+    @property
+    def table(self) -> dict[str, str]:
+        return STABLE_TYPES if self.target == "stable" else CLASSIC_TYPES
+
+
+def _strip_const_ref(text: str) -> str:
+    if text.startswith("const ") and text.endswith("&"):
+        return text[len("const ") : -1]
+    return text
+
+
+def arg_type(type_text: str, target: str) -> str:
+    """The C++ parameter type of schema type `type_text`; ValueError if the target cannot carry it."""
+    t = normalize_type(type_text)
+    table = CppType(target).table
+    if t in table:
+        return table[t]
+    if t.endswith("?"):
+        base = t[:-1]
+        if target == "classic" and t in _CLASSIC_OPTIONAL:
+            return _CLASSIC_OPTIONAL[t]
+        if base in table:
+            inner = _strip_const_ref(table[base])
+            if target == "classic" and inner == "c10::string_view":
+                return "std::optional<c10::string_view>"
+            return f"std::optional<{inner}>"
+    raise ValueError(f"the {target} C++ target cannot carry schema type {type_text}")
+
+
+def return_type(rets: tuple[Ret, ...], target: str) -> str:
+    tensor = CppType(target).tensor
+    parts = [f"std::vector<{tensor}>" if r.type == "Tensor[]" else tensor for r in rets]
+    if not parts:
+        return "void"
+    if len(parts) == 1:
+        return parts[0]
+    return f"std::tuple<{', '.join(parts)}>"
+
+
+def parameters(op: OpSpec, target: str | None = None) -> str:
+    target = target or op.cpp_target
+    return ", ".join(f"{arg_type(a.type, target)} {a.name}" for a in op.args)
+
+
+def kernel_name(op: OpSpec, device: str) -> str:
+    from ..project import module_name
+
+    return f"{module_name(op)}_{device}"
+
+
+def cpp_string(text: str) -> str:
+    """A C++ string literal for `text` (schemas, messages, paths)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def target_version_hex(version: str) -> str:
+    """`TORCH_TARGET_VERSION` for "2.10": major in byte 7, minor in byte 6."""
+    major, minor = (int(p) for p in version.split("."))
+    return f"0x{major:02x}{minor:02x}000000000000"
+
+
+def _schema_line(op: OpSpec) -> int | None:
+    return op.lines.get("schema")
+
+
+def op_problems(op: OpSpec) -> list[Diagnostic]:
+    """Every reason the op cannot be generated for its C++ target."""
+    problems: list[Diagnostic] = []
+    for arg in op.args:
+        try:
+            arg_type(arg.type, op.cpp_target)
+        except ValueError:
+            why = "the stable ABI has no Scalar; use float or int" if "Scalar" in arg.type else ""
+            problems.append(
+                Diagnostic(
+                    op.path,
+                    _schema_line(op),
+                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type}" + (f" ({why})" if why else ""),
+                    _STABLE_HINT if op.cpp_target == "stable" else "use a type from the table in docs/cpp.md",
+                )
+            )
+    if op.pybind and op.cpp_target != "classic":
+        problems.append(
+            Diagnostic(
+                op.path,
+                op.lines.get("pybind"),
+                "pybind = true needs the classic C++ target (pybind11 binds at::Tensor, which the stable ABI does not expose)",
+                'set cpp_target = "classic" (in opgen.toml [options] or this spec), or remove pybind',
+            )
+        )
+    return problems
+
+
+def check_op(op: OpSpec) -> None:
+    problems = op_problems(op)
+    if problems:
+        raise OpgenError(problems)
+
+
+def check_project(ops: tuple[OpSpec, ...], project_target: str) -> None:
+    """Note [Mixed C++ targets]
+    A namespace is defined by one library block, and a block is either a
+    STABLE_TORCH_LIBRARY or a TORCH_LIBRARY: the two cannot share it, and
+    `opgen build` links one shared library per project whose ABI (abi3 or
+    not) is a single choice. So every C++ op of a project uses the same
+    target; an op that disagrees is reported with the project's choice.
+    """
+    problems: list[Diagnostic] = []
+    cpp_ops = [op for op in ops if op.backend == "cpp"]
+    for op in cpp_ops:
+        problems.extend(op_problems(op))
+        if op.cpp_target != project_target:
+            problems.append(
+                Diagnostic(
+                    op.path,
+                    op.lines.get("cpp_target", op.lines.get("backend")),
+                    f"cpp_target {op.cpp_target!r} differs from the project's {project_target!r}; all C++ ops of a namespace share one library block and one ABI",
+                    f'set [options] cpp_target = "{op.cpp_target}" in opgen.toml for every op, or remove cpp_target from this spec',
+                )
+            )
+    if problems:
+        raise OpgenError(problems)

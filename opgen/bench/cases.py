@@ -1,0 +1,183 @@
+"""Turn an op spec's `[bench]` table into timeable cases: inputs and statements.
+
+Every implementation of one case is a statement over the same globals (the
+inputs by argument name), so the generated op, the spec's reference and the
+native PyTorch op are timed on identical tensors and all allocate their
+outputs (see MEASURED.md: page faults of fresh outputs dominate large sizes).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..spec.model import Arg, OpSpec
+
+__all__ = ["Impl", "Case", "CaseError", "size_points", "build_case", "DEFAULT_SIZES", "QUICK_SIZES"]
+
+DEFAULT_SIZES = ((("n", 1_000),), (("n", 100_000),), (("n", 1_000_000),))
+QUICK_SIZES = ((("n", 256),),)
+OPGEN, REFERENCE, NATIVE, HANDLE = "opgen", "reference", "native", "torch.ops"
+
+
+class CaseError(Exception):
+    """The spec does not say enough to build the inputs (the message says what to add)."""
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    stmt: str
+
+
+@dataclass
+class Case:
+    op: str
+    size: dict[str, int]
+    mode: str  # "forward" or "forward+backward"
+    impls: list[Impl]
+    globals: dict[str, Any]
+    bytes: float | None = None
+    flops: float | None = None
+    derived_bytes: bool = False
+    numel: int = 0  # elements of the largest input: the x axis of plots
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def size_label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.size.items()) if len(self.size) > 1 else str(next(iter(self.size.values())))
+
+
+def size_points(op: OpSpec, quick: bool) -> list[dict[str, int]]:
+    """The sizes to run: the spec's (the smallest only with --quick) or opgen's defaults."""
+    sizes = op.bench.sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)
+    if quick:
+        sizes = (min(sizes, key=lambda s: math.prod(v for _, v in s)),)
+    return [dict(s) for s in sizes]
+
+
+def _eval(text: str, names: dict[str, Any]) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    scope = {"torch": torch, "F": F, "math": math, **names}
+    return eval(compile(text, "<bench>", "eval"), scope)  # spec expressions, checked by validate
+
+
+def _shape(template: tuple, size: dict[str, int], name: str) -> tuple[int, ...]:
+    dims = []
+    for dim in template:
+        value = dim if isinstance(dim, int) else _eval(dim, dict(size))
+        if not isinstance(value, int) or value < 0:
+            raise CaseError(f"bench.inputs.{name}: dimension {dim!r} gives {value!r}, not a size")
+        dims.append(value)
+    return tuple(dims)
+
+
+def _default_value(op: OpSpec, arg: Arg, size: dict[str, int]) -> Any:
+    if arg.type == "Tensor" and set(size) == {"n"}:
+        return ("n",)
+    if arg.type == "Tensor?":
+        return None
+    if arg.default is not None and not arg.is_tensor_list:
+        try:
+            return ast.literal_eval(arg.default)
+        except (ValueError, SyntaxError):
+            pass
+    for sample in op.test.samples[:1]:
+        for name, value in sample.values:
+            if name == arg.name and not hasattr(value, "shape") and not isinstance(value, (list, tuple)):
+                return value
+    raise CaseError(f"{op.qualname}: add bench.inputs.{arg.name} to {op.path.name} (a shape template such as [\"n\"], or a value)")
+
+
+def _tensor(shape: tuple[int, ...], dtype: Any, device: str, seed: int) -> Any:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, generator=gen).to(device)
+    return torch.randint(0, 10, shape, dtype=dtype, generator=gen).to(device)
+
+
+def make_inputs(op: OpSpec, size: dict[str, int], device: str) -> dict[str, Any]:
+    """The op's arguments at `size`, by name (tensors from a fixed seed)."""
+    import torch
+
+    dtype = getattr(torch, op.bench.dtype)
+    given = dict(op.bench.inputs)
+    values: dict[str, Any] = {}
+    for index, arg in enumerate(op.args):
+        value = given[arg.name] if arg.name in given else _default_value(op, arg, size)
+        if arg.is_tensor and isinstance(value, tuple):
+            value = _tensor(_shape(value, size, arg.name), dtype, device, index)
+        values[arg.name] = value
+    return values
+
+
+def _call(name: str, op: OpSpec) -> str:
+    return f"{name}(" + ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args) + ")"
+
+
+def _outputs(result: Any) -> list[Any]:
+    import torch
+
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [r for r in result if isinstance(r, torch.Tensor)]
+    return []
+
+
+def _nbytes(tensors: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def build_case(op: OpSpec, fn: Any, namespace: dict[str, Any], size: dict[str, int], device: str, backward: bool | None = None) -> Case:
+    """One size of one op: its implementations as statements over shared globals.
+
+    `fn` is the generated wrapper; `namespace` holds the library's other ops by
+    name (for expressions that call them).
+    """
+    import torch
+
+    backward = op.bench.backward if backward is None else backward
+    inputs = make_inputs(op, size, device)
+    tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    wrt_names = [a.name for a in op.args if a.name in {n for f in op.grads for n in f.inputs}]
+    wrt = [inputs[n] for n in wrt_names if isinstance(inputs[n], torch.Tensor) and inputs[n].is_floating_point()]
+    if backward and not wrt:
+        raise CaseError(f"{op.qualname}: bench.backward needs a [grad] formula for a floating-point tensor input")
+    for t in wrt if backward else ():
+        t.requires_grad_(True)
+    scope: dict[str, Any] = {**namespace, "torch": torch, "F": torch.nn.functional, "math": math, **size, **inputs}
+    scope.update({"_op": fn, "_grad": torch.autograd.grad, "_wrt": tuple(wrt)})
+    exprs = [(OPGEN, _call("_op", op))]
+    reference = op.bench.reference or op.test.reference
+    if reference:
+        exprs.append((REFERENCE, reference))
+    if op.bench.native:
+        exprs.append((NATIVE, op.bench.native))
+    result = eval(exprs[0][1], scope)
+    outputs = _outputs(result)
+    if backward:
+        scope["_gout"] = tuple(torch.randn_like(o) for o in outputs)
+        impls = [Impl(name, f"_grad(({expr}), _wrt, _gout, allow_unused=True)") for name, expr in exprs]
+    else:
+        impls = [Impl(name, expr) for name, expr in exprs]
+    case = Case(op.qualname, size, "forward+backward" if backward else "forward", impls, scope)
+    case.numel = max((t.numel() for t in tensors), default=0)
+    names = {**size, **inputs}
+    if op.bench.flops:
+        case.flops = float(_eval(op.bench.flops, names))
+    if op.bench.bytes:
+        case.bytes = float(_eval(op.bench.bytes, names))
+    elif not op.bench.flops:
+        moved = _nbytes(tensors) + _nbytes(outputs)
+        if backward:  # read grad_out and the saved inputs again, write one grad per input
+            moved += _nbytes(outputs) + 2 * _nbytes(wrt)
+        case.bytes, case.derived_bytes = float(moved), True
+    return case
+

@@ -1,0 +1,129 @@
+"""`opgen bench --overhead`: the per-call cost of 1-element calls.
+
+Two parts: the project's ops (the generated wrapper, the raw `torch.ops`
+handle and the native op, each on 1-element inputs), and baselines for every
+registration opgen can generate, built here on a 1-element add so that all
+are compared with the same `torch.add` in the same run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..spec.model import OpSpec
+from .cases import HANDLE, NATIVE, OPGEN, REFERENCE, CaseError, build_case
+from .report import Result
+from .timing import time_interleaved
+
+__all__ = ["baseline_calls", "op_calls", "kind_of"]
+
+_NS = "opgen_bench"
+_baselines: dict[str, Callable[..., Any]] | None = None
+
+
+def _fast_path(handle: Any) -> Callable[..., Any]:
+    """The typed wrapper opgen generates for an op with autograd (Note [Autograd fast path])."""
+    compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
+    any_requires_grad, active = torch._C._any_requires_grad, torch._C._are_functorch_transforms_active
+    below = torch._C._AutoDispatchBelowAutograd
+
+    def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if not compiling() and not (grad_enabled() and any_requires_grad(a, b)) and not active():
+            with below():
+                return handle(a, b)
+        return handle(a, b)
+
+    return add
+
+
+def _define() -> dict[str, Callable[..., Any]]:
+    """Register the baseline ops once per process (torch.library cannot unregister cleanly)."""
+    lib = torch.library.Library(_NS, "FRAGMENT")
+    kernel = lambda a, b: torch.add(a, b)  # noqa: E731
+    backward = lambda ctx, grad: (grad, grad)  # noqa: E731
+    setup = lambda ctx, inputs, output: None  # noqa: E731
+    for name, autograd in (("lib_add", False), ("lib_add_grad", True)):
+        lib.define(f"{name}(Tensor a, Tensor b) -> Tensor")
+        lib.impl(name, kernel, "CPU")
+        if autograd:
+            torch.library.register_autograd(f"{_NS}::{name}", backward, setup_context=setup, lib=lib)
+    for name, autograd in (("custom_add", False), ("custom_add_grad", True)):
+        op = torch.library.custom_op(f"{_NS}::{name}", mutates_args=(), device_types="cpu", schema="(Tensor a, Tensor b) -> Tensor")(kernel)
+        if autograd:
+            op.register_autograd(backward, setup_context=setup)
+
+    class _Add(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.add(a, b)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return grad, grad
+
+    ops = torch.ops.opgen_bench
+    _define.lib = lib  # type: ignore[attr-defined]  # keep the registrations alive
+    return {
+        "lib": ops.lib_add.default,
+        "lib_grad": ops.lib_add_grad.default,
+        "lib_grad_fast": _fast_path(ops.lib_add_grad.default),
+        "custom": ops.custom_add.default,
+        "custom_grad": ops.custom_add_grad.default,
+        "custom_grad_fast": _fast_path(ops.custom_add_grad.default),
+        "function": _Add.apply,
+    }
+
+
+_BASELINES = (  # (name in globals, registration, how it is called)
+    ("torch.add", "native", "torch.add(a, b)"),
+    ("lib", "python library", "torch.ops handle"),
+    ("lib_grad", "python library + register_autograd", "torch.ops handle"),
+    ("lib_grad_fast", "python library + register_autograd", "opgen wrapper (fast path)"),
+    ("custom", "python custom_op", "torch.ops handle"),
+    ("custom_grad", "python custom_op + register_autograd", "torch.ops handle"),
+    ("custom_grad_fast", "python custom_op + register_autograd", "opgen wrapper (fast path)"),
+    ("function", "autograd.Function", "Function.apply"),
+)
+
+
+def baseline_calls(min_run_time: float, threads: int, bar: Any) -> list[Result]:
+    """1-element adds through each registration opgen offers, beside torch.add."""
+    global _baselines
+    if _baselines is None:
+        _baselines = _define()
+    scope: dict[str, Any] = {"torch": torch, **_baselines, "a": torch.randn(1), "b": torch.randn(1)}
+    stmts = {name: "torch.add(a, b)" if name == "torch.add" else f"{name}(a, b)" for name, _, _ in _BASELINES}
+    bar.describe("overhead: baselines")
+    timings = time_interleaved(stmts, scope, min_run_time * len(stmts) / 2, threads)
+    bar.advance("overhead: baselines")
+    return [
+        Result("add (baseline)", call, "1", timings[name].median, best=timings[name].best, kind=kind, runs=timings[name].runs)
+        for name, kind, call in _BASELINES
+    ]
+
+
+def kind_of(op: OpSpec) -> str:
+    base = f"python {op.registration}" if op.backend == "python" else f"cpp {op.cpp_target}"
+    return base + (" + autograd" if op.grads else "")
+
+
+def op_calls(op: OpSpec, fn: Any, namespace: dict[str, Any], min_run_time: float, threads: int) -> list[Result]:
+    """The op's wrapper, its torch.ops handle and its native op (or reference) on 1-element inputs."""
+    variables = [k for k, _ in op.bench.sizes[0]] if op.bench.sizes else ["n"]
+    case = build_case(op, fn, namespace, {k: 1 for k in variables}, "cpu", backward=False)
+    stmts = {i.name: i.stmt for i in case.impls}
+    stmts[HANDLE] = stmts[OPGEN].replace("_op(", "_handle(", 1)
+    case.globals["_handle"] = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload or "default")
+    base_name = NATIVE if NATIVE in stmts else REFERENCE if REFERENCE in stmts else None
+    if base_name is None:
+        raise CaseError(f"{op.qualname}: give bench.native or test.reference to compare the call overhead with")
+    order = [base_name, OPGEN, HANDLE]
+    timings = time_interleaved({name: stmts[name] for name in order}, case.globals, min_run_time, threads)
+    shown = stmts[base_name] if len(stmts[base_name]) <= 48 else stmts[base_name][:45] + "..."
+    labels = {base_name: f"{base_name}: {shown}", OPGEN: "opgen wrapper", HANDLE: "torch.ops handle"}
+    return [
+        Result(op.name, labels[name], "1", t.median, best=t.best, kind=kind_of(op) if name != base_name else "native", runs=t.runs)
+        for name, t in timings.items()
+    ]

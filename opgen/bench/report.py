@@ -1,0 +1,134 @@
+"""Results of `opgen bench`: ratios, the Markdown tables it prints, and JSON.
+
+The tables are Markdown so that what the command prints can be pasted into a
+README unchanged. A ratio "vs X" is time(X) / time(opgen): above 1.00 the
+generated op is faster than X.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+__all__ = ["Result", "seconds", "speedup", "format_time", "format_rate", "throughput", "op_table", "overhead_table", "to_json", "from_json"]
+
+
+@dataclass(frozen=True)
+class Result:
+    op: str
+    impl: str
+    size: str  # label: "1000" or "n=4096,d=1024"
+    median: float  # seconds per call
+    mode: str = "forward"
+    best: float = 0.0  # the fastest timing block, seconds per call
+    numel: int = 0
+    iqr: float = 0.0
+    runs: int = 0
+    bytes: float | None = None
+    flops: float | None = None
+    derived_bytes: bool = False
+    kind: str = ""  # overhead mode: how the op is registered
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def seconds(r: Result, stat: str = "median") -> float:
+    """The time a table shows: the median block, or the fastest ("min") when asked."""
+    return r.best if stat == "min" and r.best > 0 else r.median
+
+
+def speedup(results: Iterable[Result], base: str, other: str, stat: str = "median") -> float | None:
+    """time(other) / time(base) for one op and size, or None when one is missing."""
+    times = {r.impl: seconds(r, stat) for r in results}
+    if base not in times or other not in times or times[base] <= 0:
+        return None
+    return times[other] / times[base]
+
+
+def throughput(r: Result, stat: str = "median") -> tuple[float, str] | None:
+    t = seconds(r, stat)
+    if t <= 0:
+        return None
+    if r.flops:
+        return r.flops / t / 1e9, "GFLOP/s"
+    if r.bytes:
+        return r.bytes / t / 1e9, "GB/s"
+    return None
+
+
+def format_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def format_rate(r: Result, stat: str = "median") -> str:
+    rate = throughput(r, stat)
+    return f"{rate[0]:.1f}" if rate else "–"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def _ordered(values: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for v in values:
+        seen.setdefault(v, None)
+    return list(seen)
+
+
+def op_table(results: list[Result], stat: str = "median") -> str:
+    """One op, one mode: a row per size, time and throughput per implementation, then ratios."""
+    impls = _ordered(r.impl for r in results)
+    sizes = _ordered(r.size for r in results)
+    unit = next((throughput(r)[1] for r in results if throughput(r)), "GB/s")
+    derived = any(r.derived_bytes for r in results)
+    header = ["size"] + [f"{i} time" for i in impls] + [f"{i} {unit}" for i in impls]
+    others = [i for i in impls if i != "opgen"]
+    header += [f"vs {i}" for i in others]
+    rows = []
+    for size in sizes:
+        at = [r for r in results if r.size == size]
+        by = {r.impl: r for r in at}
+        row = [size]
+        row += [format_time(seconds(by[i], stat)) if i in by else "–" for i in impls]
+        row += [format_rate(by[i], stat) if i in by else "–" for i in impls]
+        row += [_ratio(speedup(at, "opgen", i, stat)) for i in others]
+        rows.append(row)
+    first = results[0]
+    title = f"### {first.op} ({first.mode}; {unit}{' from input+output bytes' if derived and unit == 'GB/s' else ''}; vs X = time(X) / time(opgen))"
+    return title + "\n\n" + _markdown(header, rows)
+
+
+def overhead_table(results: list[Result], stat: str = "median") -> str:
+    """Per-call time of 1-element calls: a row per op (or baseline) and how it is called.
+
+    Each group's first row is its native call; the ratio is time / native time.
+    """
+    header = ["op", "registration", "call", "time", "× native time"]
+    rows = []
+    native = 0.0
+    for r in results:
+        if r.kind == "native":
+            native = seconds(r, stat)
+        ratio = seconds(r, stat) / native if native > 0 else None
+        rows.append([r.op, r.kind, r.impl, format_time(seconds(r, stat)), _ratio(ratio)])
+    return _markdown(header, rows)
+
+
+def to_json(results: list[Result], meta: dict[str, Any]) -> str:
+    return json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=2, sort_keys=True)
+
+
+def from_json(text: str) -> tuple[dict[str, Any], list[Result]]:
+    data = json.loads(text)
+    return data["meta"], [Result(**r) for r in data["results"]]

@@ -1,0 +1,134 @@
+"""Run `opgen bench` on a project: pick ops, build cases, time them, collect results."""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..project import Project
+from ..spec.model import OpSpec
+from .cases import Case, CaseError, build_case, size_points
+from .report import Result
+from .timing import progress, time_interleaved
+
+__all__ = ["BenchOptions", "BenchRun", "select_ops", "import_package", "run_bench", "run_overhead", "meta"]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    device: str = "cpu"
+    quick: bool = False
+    min_run_time: float = 0.2
+    threads: int = 1
+    show_progress: bool = True
+
+
+@dataclass
+class BenchRun:
+    results: list[Result] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "op: why"
+
+
+def select_ops(project: Project, names: list[str]) -> tuple[list[OpSpec], list[str]]:
+    """The ops named (by op name or namespace::op), all when none; and the unknown names."""
+    if not names:
+        return list(project.ops), []
+    by_name = {op.name: op for op in project.ops} | {op.qualname: op for op in project.ops}
+    return [by_name[n] for n in names if n in by_name], [n for n in names if n not in by_name]
+
+
+def import_package(project: Project) -> Any:
+    """Import the project's package from its root (C++ ops load their built library)."""
+    root = str(project.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module(project.config.package)
+
+
+def _namespace(package: Any, project: Project) -> dict[str, Any]:
+    return {op.name: getattr(package, op.name) for op in project.ops if hasattr(package, op.name)}
+
+
+def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> BenchRun:
+    """Time every op at every size; skipped ops are reported, not fatal."""
+    package = import_package(project)
+    namespace = _namespace(package, project)
+    run = BenchRun()
+    plans = []
+    for op in ops:
+        if options.device not in op.devices:
+            run.skipped.append(f"{op.name}: no {options.device} kernel (devices = {list(op.devices)})")
+            continue
+        modes = (False, True) if op.bench.backward else (False,)
+        plans.extend((op, size, backward) for backward in modes for size in size_points(op, options.quick))
+    failed: set[tuple[str, bool]] = set()
+    with progress(len(plans), options.show_progress) as bar:
+        for op, size, backward in plans:
+            bar.describe(f"{op.name} {size}{' fwd+bwd' if backward else ''}")
+            if (op.name, backward) not in failed:
+                try:
+                    case = build_case(op, namespace[op.name], namespace, size, options.device, backward)
+                except (CaseError, RuntimeError, TypeError, ValueError) as exc:
+                    run.skipped.append(f"{op.name}: {exc}")
+                    failed.add((op.name, backward))
+                else:
+                    _time_case(case, options, run)
+            bar.advance(op.name)
+    return run
+
+
+def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
+    stmts: dict[str, str] = {}
+    for impl in case.impls:
+        try:  # a failing reference must not end the whole run
+            eval(impl.stmt, case.globals)
+        except Exception as exc:
+            run.skipped.append(f"{case.op} {impl.name} at {case.size_label}: {type(exc).__name__}: {exc}")
+        else:
+            stmts[impl.name] = impl.stmt
+    rounds = 1 if options.quick else 3
+    timings = time_interleaved(stmts, case.globals, options.min_run_time, options.threads, rounds)
+    name = case.op.split("::", 1)[-1]
+    for impl, t in timings.items():
+        run.results.append(
+            Result(name, impl, case.size_label, t.median, case.mode, t.best, case.numel, t.iqr, t.runs, case.bytes, case.flops, case.derived_bytes)
+        )
+
+
+def run_overhead(project: Project, ops: list[OpSpec], options: BenchOptions) -> BenchRun:
+    from .overhead import baseline_calls, op_calls
+
+    package = import_package(project)
+    namespace = _namespace(package, project)
+    run = BenchRun()
+    with progress(len(ops) + 1, options.show_progress) as bar:
+        run.results.extend(baseline_calls(options.min_run_time, options.threads, bar))
+        for op in ops:
+            bar.describe(f"overhead: {op.name}")
+            if "cpu" not in op.devices:
+                run.skipped.append(f"{op.name}: no cpu kernel")
+                continue
+            try:
+                run.results.extend(op_calls(op, namespace[op.name], namespace, options.min_run_time, options.threads))
+            except (CaseError, RuntimeError, TypeError, ValueError) as exc:
+                run.skipped.append(f"{op.name}: {exc}")
+            bar.advance(op.name)
+    return run
+
+
+def meta(options: BenchOptions, mode: str) -> dict[str, Any]:
+    import torch
+
+    return {
+        "mode": mode,
+        "torch": torch.__version__,
+        "threads": options.threads,
+        "device": options.device,
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "min_run_time": options.min_run_time,
+        "python": platform.python_version(),
+    }

@@ -1,0 +1,94 @@
+"""Time statements with torch.utils.benchmark, with a progress display on stderr."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = ["Timing", "time_stmt", "time_interleaved", "set_threads", "machine_cores", "progress"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    median: float  # seconds per call
+    best: float  # the fastest block, per call: the least disturbed on a shared machine
+    iqr: float
+    runs: int  # measurement blocks
+    calls: int  # calls in all blocks
+
+
+def machine_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def set_threads(threads: int | None = None) -> int:
+    import torch
+
+    threads = threads or machine_cores()
+    torch.set_num_threads(threads)
+    return threads
+
+
+def time_stmt(stmt: str, scope: dict[str, Any], min_run_time: float, threads: int) -> Timing:
+    """Median time per call of `stmt`, after one warm-up call (allocator, page faults, caches)."""
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(stmt, globals=scope, num_threads=threads)
+    timer.timeit(1)
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    return Timing(m.median, min(m.times), m.iqr, len(m.times), int(m.number_per_run * len(m.times)))
+
+
+def time_interleaved(stmts: dict[str, str], scope: dict[str, Any], min_run_time: float, threads: int, rounds: int = 3) -> dict[str, Timing]:
+    """Time each statement `rounds` times, taking turns, and keep each one's best median.
+
+    On a shared machine another process can take a core for milliseconds; taking
+    turns exposes every statement to the same disturbances, and the best round is
+    the one least disturbed (what `timeit` recommends for short statements).
+    """
+    best: dict[str, Timing] = {}
+    for _ in range(rounds):
+        for name, stmt in stmts.items():
+            t = time_stmt(stmt, scope, min_run_time / rounds, threads)
+            if name not in best or t.median < best[name].median:
+                best[name] = Timing(t.median, min(t.best, best[name].best) if name in best else t.best, t.iqr, t.runs, t.calls)
+            else:
+                best[name] = Timing(best[name].median, min(t.best, best[name].best), best[name].iqr, best[name].runs, best[name].calls)
+    return best
+
+
+class _Null:
+    def advance(self, description: str) -> None:
+        pass
+
+    def describe(self, description: str) -> None:
+        pass
+
+
+@contextmanager
+def progress(total: int, enabled: bool = True) -> Iterator[Any]:
+    """A transient rich progress bar on stderr; `advance(text)` after each step."""
+    if not enabled:
+        yield _Null()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("bench", total=total)
+
+        class _Bar:
+            def advance(self, description: str) -> None:
+                bar.update(task, advance=1, description=description)
+
+            def describe(self, description: str) -> None:
+                bar.update(task, description=description)
+
+        yield _Bar()

@@ -1,0 +1,68 @@
+"""`opgen bench` end to end on the op of a fresh `opgen new` project (a few seconds each)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _support import run_cli
+
+
+def _bench(project: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "opgen", "bench", "--no-progress", *args]
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("benchproj")
+    result = run_cli("new", "mylib::foo", cwd=root)
+    assert result.exit_code == 0, result.output
+    spec = root / "ops" / "foo.toml"
+    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64, 4096]\nnative = "torch.sin(x)"\n')
+    return root
+
+
+def test_quick_bench_prints_table_and_writes_json(project):
+    run = _bench(project, "--quick", "--json", "out.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "threads: " in run.stdout
+    assert "### foo (forward; GB/s from input+output bytes" in run.stdout
+    assert "| 64   |" in run.stdout and "vs native" in run.stdout  # --quick: the smallest size only
+    data = json.loads((project / "out.json").read_text())
+    assert data["meta"]["threads"] >= 1
+    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
+    assert all(r["median"] > 0 and r["size"] == "64" for r in data["results"])
+
+
+def test_overhead_lists_every_registration(project):
+    run = _bench(project, "--overhead", "--min-time", "0.02")
+    assert run.returncode == 0, run.stdout + run.stderr
+    for kind in ("python library + register_autograd", "python custom_op", "autograd.Function"):
+        assert kind in run.stdout
+    assert "| foo " in run.stdout and "opgen wrapper" in run.stdout
+
+
+def test_unknown_op_and_missing_cuda_are_reported(project):
+    run = _bench(project, "nope")
+    assert run.returncode == 1 and "unknown op(s): nope" in run.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        run = _bench(project, "--device", "cuda", "--quick")
+        assert run.returncode == 0 and "CUDA is not available" in run.stderr
+
+
+def test_plot_or_a_clear_message(project):
+    run = _bench(project, "--quick", "--plot", "out.png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert run.returncode == 1 and "needs matplotlib" in run.stderr
+    else:
+        assert run.returncode == 0, run.stderr
+        assert (project / "out.png").read_bytes()[:4] == b"\x89PNG"

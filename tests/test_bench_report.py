@@ -1,0 +1,113 @@
+"""`opgen bench` without timing anything: ratios, tables, JSON, the [bench] spec and cases."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from _specs import op_from_toml
+from opgen.bench.cases import CaseError, build_case, size_points
+from opgen.bench.report import Result, format_time, from_json, op_table, overhead_table, speedup, throughput, to_json
+from opgen.errors import OpgenError
+
+_SPEC = """
+name = "mylib::ln"
+schema = "(Tensor x, Tensor weight, float eps=1e-05) -> Tensor"
+[grad]
+x = "grad * weight"
+[fake]
+like = "x"
+[test]
+reference = "x * weight"
+[[test.samples]]
+x = {shape = [2, 3]}
+weight = {shape = [3]}
+"""
+
+
+def _results() -> list[Result]:
+    return [
+        Result("gelu", "opgen", "1000", 2e-6, bytes=8000.0, derived_bytes=True),
+        Result("gelu", "reference", "1000", 4e-6, bytes=8000.0, derived_bytes=True),
+        Result("gelu", "native", "1000", 1e-6, bytes=8000.0, derived_bytes=True),
+        Result("gelu", "opgen", "10000000", 2e-2, bytes=8e7, derived_bytes=True),
+        Result("gelu", "native", "10000000", 2.2e-2, bytes=8e7, derived_bytes=True),
+    ]
+
+
+def test_speedup_is_other_time_over_opgen_time():
+    at = _results()[:3]
+    assert speedup(at, "opgen", "reference") == pytest.approx(2.0)
+    assert speedup(at, "opgen", "native") == pytest.approx(0.5)
+    assert speedup(at, "opgen", "missing") is None
+
+
+def test_throughput_prefers_flops_then_bytes():
+    assert throughput(Result("m", "opgen", "1", 0.5, flops=2e9)) == (4.0, "GFLOP/s")
+    assert throughput(Result("m", "opgen", "1", 0.5, bytes=1e9)) == (2.0, "GB/s")
+    assert throughput(Result("m", "opgen", "1", 0.5)) is None
+
+
+@pytest.mark.parametrize("seconds, text", [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (2.04e-6, "2.04 µs"), (8.5e-7, "850 ns")])
+def test_format_time(seconds, text):
+    assert format_time(seconds) == text
+
+
+def test_op_table_rows_ratios_and_missing_cells():
+    table = op_table(_results())
+    lines = table.splitlines()
+    assert lines[0].startswith("### gelu (forward; GB/s from input+output bytes")
+    assert lines[2].split("|")[1:-1] == [
+        " size     ", " opgen time ", " reference time ", " native time ", " opgen GB/s ",
+        " reference GB/s ", " native GB/s ", " vs reference ", " vs native ",
+    ]
+    first = [c.strip() for c in lines[4].split("|")[1:-1]]
+    assert first == ["1000", "2 µs", "4 µs", "1 µs", "4.0", "2.0", "8.0", "2.00×", "0.50×"]
+    last = [c.strip() for c in lines[5].split("|")[1:-1]]
+    assert last == ["10000000", "20 ms", "–", "22 ms", "4.0", "–", "3.6", "–", "1.10×"]
+
+
+def test_overhead_table_shows_ratio_to_native():
+    rows = [
+        Result("add (baseline)", "torch.add(a, b)", "1", 1e-6, best=0.5e-6, kind="native"),
+        Result("add (baseline)", "torch.ops handle", "1", 2.5e-6, best=2e-6, kind="python library"),
+    ]
+    assert "| add (baseline) | python library | torch.ops handle | 2.5 µs | 2.50×" in overhead_table(rows)
+    assert "| add (baseline) | python library | torch.ops handle | 2 µs   | 4.00×" in overhead_table(rows, "min")
+
+
+def test_json_round_trip():
+    meta = {"threads": 2, "torch": torch.__version__}
+    text = to_json(_results(), meta)
+    assert from_json(text) == (meta, _results())
+
+
+def test_bench_table_is_validated_with_lines():
+    bad = _SPEC + '[bench]\nsizes = [0]\ninputs = {y = ["n"], x = "n"}\nnative = "q(x)"\nspeed = 1\n'
+    with pytest.raises(OpgenError) as info:
+        op_from_toml(bad)
+    messages = " | ".join(d.message for d in info.value.diagnostics)
+    for expected in ("bench.sizes entry 0", "unknown argument 'y'", "bench.inputs.x must be a shape template", "unknown name 'q'", "unknown key 'bench.speed'"):
+        assert expected in messages
+
+
+def test_cases_from_shape_templates_and_defaults():
+    op = op_from_toml(_SPEC + '[bench]\nsizes = [{n = 4, d = 3}]\ninputs = {x = ["n", "d"], weight = ["d"]}\nnative = "x * weight"\nbackward = true\n')
+    assert size_points(op, quick=False) == [{"d": 3, "n": 4}]
+    fn = lambda x, weight, eps=1e-5: x * weight  # noqa: E731
+    case = build_case(op, fn, {}, {"n": 4, "d": 3}, "cpu", backward=False)
+    assert case.globals["x"].shape == (4, 3) and case.globals["eps"] == 1e-05
+    assert [i.name for i in case.impls] == ["opgen", "reference", "native"]
+    assert case.bytes == 4 * (12 + 3 + 12) and case.derived_bytes and case.numel == 12
+    back = build_case(op, fn, {}, {"n": 4, "d": 3}, "cpu")
+    assert back.mode == "forward+backward" and back.impls[0].stmt.startswith("_grad((_op(x, weight, eps))")
+    for impl in back.impls:
+        eval(impl.stmt, back.globals)
+
+
+def test_default_inputs_need_a_template_for_several_variables():
+    op = op_from_toml(_SPEC + "[bench]\nsizes = [{n = 4, d = 3}]\n")
+    with pytest.raises(CaseError, match="add bench.inputs.x"):
+        build_case(op, None, {}, {"n": 4, "d": 3}, "cpu")
+    plain = op_from_toml(_SPEC)
+    assert size_points(plain, quick=True) == [{"n": 256}]

@@ -1,0 +1,40 @@
+"""Every generated and hand-written .cu compiles with nvcc (no GPU needed; CI has nvcc)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _cpp_support import opgen
+from _support import EXAMPLE, copy_project
+from opgen.build import find_toolchain, plan_build, write_ninja
+from opgen.project import load_project
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="nvcc is not installed")
+
+
+def _check_cuda(root: Path) -> subprocess.CompletedProcess:
+    tools = find_toolchain()
+    plan = plan_build(load_project(root), tools, check_cuda=True)
+    assert plan.cuda_sources, "no .cu files found"
+    ninja = write_ninja(root, plan)
+    target = "check_cuda" if not plan.cuda_linked else plan.library
+    return subprocess.run([tools.ninja, "-f", str(ninja), "-j2", "-k", "0", target], cwd=root, capture_output=True, text=True, timeout=900)
+
+
+def test_generated_example_cu_files_compile(tmp_path):
+    root = copy_project(EXAMPLE, tmp_path / "example")
+    result = _check_cuda(root)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("target", ["stable", "classic"])
+def test_fresh_stub_cu_compiles(tmp_path, target):
+    (tmp_path / "opgen.toml").write_text(f'[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\nbackend = "cpp"\ncpp_target = "{target}"\n')
+    opgen("new", "mylib::foo", "--devices", "cpu,cuda", cwd=tmp_path)
+    opgen("new", "mylib::scale", "--devices", "cuda", "--schema", "(Tensor x, Tensor? w, SymInt n, float alpha) -> (Tensor, Tensor)", cwd=tmp_path)
+    result = _check_cuda(tmp_path)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
