@@ -105,7 +105,8 @@ def op_table(results: list[Result], stat: str = "median") -> str:
         row += [_ratio(speedup(at, "opgen", i, stat)) for i in others]
         rows.append(row)
     first = results[0]
-    title = f"### {first.op} ({first.mode}; {unit}{' from input+output bytes' if derived and unit == 'GB/s' else ''}; vs X = time(X) / time(opgen))"
+    moved = " from input+output bytes" + (" (and their grads)" if "backward" in first.mode else "")
+    title = f"### {first.op} ({first.mode}; {unit}{moved if derived and unit == 'GB/s' else ''}; vs X = time(X) / time(opgen))"
     return title + "\n\n" + _markdown(header, rows)
 
 

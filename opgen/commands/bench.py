@@ -28,7 +28,7 @@ def bench(
     threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores this process may use).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
 ) -> None:
-    """Benchmark ops against their spec's reference and native PyTorch ([bench] table of each spec)."""
+    """Benchmark ops against their spec's reference and native PyTorch, as each spec's bench table says."""
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
     from ..cli import _fail, _root
