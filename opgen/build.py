@@ -20,6 +20,7 @@ with nvcc (no GPU needed) and nothing CUDA is linked.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .api.cpp import target_version_hex
+from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
 from .project import Project
 
@@ -95,17 +97,43 @@ class BuildPlan:
     cuda_sources: list[str] = field(default_factory=list)
     cuda_linked: bool = False
     pybind_module: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def _q(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def _sources(root: Path, folder: str, suffix: str) -> list[str]:
+_OP_HEADER = re.compile(r'#include\s+"\.\./(\w+)\.h"')
+
+
+def _sources(root: Path, folder: str, suffix: str, orphans: list[str]) -> list[str]:
+    """Every source under `folder`, less kernels of removed ops (their header is gone; listed in `orphans`)."""
     base = root / folder
     if not base.is_dir():
         return []
-    return sorted(p.relative_to(root).as_posix() for p in base.rglob(f"*{suffix}") if p.is_file())
+    found: list[str] = []
+    for path in sorted(p for p in base.rglob(f"*{suffix}") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        headers = _OP_HEADER.findall(path.read_text(encoding="utf-8", errors="replace"))
+        if any(not (root / "csrc" / f"{h}.h").is_file() for h in headers):
+            orphans.append(rel)
+            continue
+        found.append(rel)
+    return found
+
+
+def _cuda_arch_flags(cuda_linked: bool) -> list[str]:
+    """Real builds target the GPUs this torch supports; compile checks target Hopper."""
+    if not cuda_linked:
+        return [_CUDA_ARCH]
+    import torch
+
+    listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    archs = [a.replace(".", "").replace("+PTX", "") for a in listed.replace(";", " ").split()] if listed else [
+        a.removeprefix("sm_") for a in torch.cuda.get_arch_list() if a.startswith("sm_")
+    ]
+    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs] or [_CUDA_ARCH]
 
 
 def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> BuildPlan:
@@ -141,7 +169,7 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         f"cxx = {shlex.quote(tools.cxx)}",
         f"nvcc = {shlex.quote(tools.nvcc) if tools.nvcc else 'nvcc'}",
         f"cflags = {' '.join(_CXX_FLAGS + defines + includes)}",
-        f"nvcc_flags = {' '.join(_NVCC_FLAGS + [_CUDA_ARCH] + nvcc_defines + includes)}",
+        f"nvcc_flags = {' '.join(_NVCC_FLAGS + _cuda_arch_flags(cuda_linked) + nvcc_defines + includes)}",
         f"ldflags = -shared -fopenmp -Wl,--no-undefined -L{shlex.quote(str(lib_dir))} {' '.join(libs)}",
         "",
         "rule cxx",
@@ -162,9 +190,12 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         "",
     ]
     cpp_sources = ["csrc/registration.cpp"]
+    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
+        cpp_sources.append("csrc/registration_autograd.cpp")
+    orphans: list[str] = []
     if "cpu" in devices:
-        cpp_sources += ["csrc/registration_cpu.cpp"] + _sources(root, "csrc/cpu", ".cpp")
-    cuda_sources = _sources(root, "csrc/cuda", ".cu")
+        cpp_sources += ["csrc/registration_cpu.cpp"] + _sources(root, "csrc/cpu", ".cpp", orphans)
+    cuda_sources = _sources(root, "csrc/cuda", ".cu", orphans)
     objects: list[str] = []
     kernel_objects: list[str] = []
     for source in cpp_sources + (["csrc/registration_cuda.cpp"] if cuda_linked else []):
@@ -187,7 +218,8 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     lines.append(f"build check_cuda: phony {' '.join(map(_q, check_objects))}")
     defaults = [library] + ([pybind_module] if pybind_module else [])
     lines.append(f"default {' '.join(map(_q, defaults))}")
-    return BuildPlan("\n".join(lines) + "\n", library, cpp_sources, cuda_sources, cuda_linked, pybind_module)
+    notes = [f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans]
+    return BuildPlan("\n".join(lines) + "\n", library, cpp_sources, cuda_sources, cuda_linked, pybind_module, notes)
 
 
 def _pybind_lines(tools: Toolchain, includes, defines, kernel_objects, output: str, lib_dir: Path) -> list[str]:
@@ -257,7 +289,7 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     # -k 0: report every file that fails to compile, not only the first.
     status = subprocess.call(command + ["-k", "0"] + _default_and(targets, plan), cwd=root)
     seconds = time.perf_counter() - start
-    notes = _cuda_notes(plan, tools, check_cuda)
+    notes = plan.notes + _cuda_notes(plan, tools, check_cuda)
     if status != 0:
         return BuildResult(False, f"build failed ({seconds:.1f} s): see the compiler messages above", plan, notes, seconds)
     library = root / plan.library

@@ -101,7 +101,7 @@ def new(
 ) -> None:
     """Create an op (and the project, if the folder has none), then generate it."""
     from .generate import generate as run
-    from .scaffold import new_op
+    from .scaffold import DEFAULT_SCHEMA, fill_starter_bodies, new_op
     from .spec.config import CONFIG_FILE
     from .writer import atomic_write
 
@@ -122,38 +122,12 @@ def new(
         for path in written:  # leave nothing half-made behind
             path.unlink(missing_ok=True)
         raise _fail(exc, root)
-    _apply_starter(root, result, schema)
+    if schema is None or schema.strip() == DEFAULT_SCHEMA:
+        fill_starter_bodies(root, result.changes, spec_path.relative_to(root).as_posix())
     typer.echo(f"created {spec_path.relative_to(root)}")
     _report(result, root)
-    typer.echo("next: fill in the kernel, then `opgen test`" + (" after `opgen build`" if _is_cpp(root, spec_path) else ""))
-
-
-def _is_cpp(root: Path, spec_path: Path) -> bool:
-    return 'backend = "cpp"' in spec_path.read_text(encoding="utf-8")
-
-
-def _apply_starter(root: Path, result, schema: Optional[str]) -> None:
-    """Fill the fresh kernel of the default op with a working body (a user edit, not scaffold)."""
-    from .scaffold import DEFAULT_SCHEMA, STARTER_BODIES
-
-    if schema is not None and schema.strip() != DEFAULT_SCHEMA:
-        return
-    for change in result.changes:
-        if change.action != "create" or change.entry is None or change.entry.owner != "user":
-            continue
-        if change.path.endswith(".cu") or change.path == "setup.py":
-            continue  # the starter sine is a CPU kernel; CUDA stubs stay stubs
-        path = root / change.path
-        text = path.read_text(encoding="utf-8")
-        for marker, body in STARTER_BODIES.values():
-            lines = text.splitlines(True)
-            for i, line in enumerate(lines):
-                if line.lstrip().startswith(marker):
-                    indent = line[: len(line) - len(line.lstrip())]
-                    lines[i] = indent + body + "\n"
-                    break
-            text = "".join(lines)
-        path.write_text(text, encoding="utf-8")
+    compiled = any(c.path.startswith("csrc/") for c in result.changes if c.entry is not None and c.entry.source == spec_path.relative_to(root).as_posix())
+    typer.echo("next: fill in the kernel, then `opgen test`" + (" after `opgen build`" if compiled else ""))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -162,7 +136,8 @@ def test(ctx: typer.Context) -> None:
     import subprocess
 
     root = _root()
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", *ctx.args]
+    chosen = any(not arg.startswith("-") for arg in ctx.args)  # the user named files or tests
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *([] if chosen else ["tests"]), *ctx.args]
     raise typer.Exit(subprocess.call(command, cwd=root))
 
 

@@ -18,14 +18,34 @@ diff3-style markers, so every line the user wrote is in the result: outside
 the markers, inside them, or (when both sides made the same edit) once.
 Line endings are compared without CR and the result uses the user's style;
 a missing final newline on the user's side stays missing.
+
+Note [Placeholder lines]
+A scaffold line that ends in the comment `# opgen: placeholder` (Python) or
+`// opgen: placeholder` (C++, CUDA) is there to be replaced: the
+`raise NotImplementedError(...)` / `STD_TORCH_CHECK(false, ...)` line of a
+kernel stub (templates, overrides included, mark them). When the new scaffold
+only rewords such a line (a new message, op name or file path) and the user
+has changed or deleted it, the user's side wins without a conflict: replacing
+the placeholder is the point. A user who left it alone gets the new wording.
+A rewording is found inside each range the new scaffold replaced, by aligning
+that range again with every placeholder line (at one indentation) counted as
+the same line; a placeholder opgen adds or removes is an ordinary edit. Only
+marked lines get this: the input checks of a C++ stub name arguments and
+dtypes, so a check the user edited and opgen changed is still a conflict.
+A conflict block shows the new scaffold with its new placeholders. A scaffold
+written before the markers existed has unmarked placeholders: a base line
+equal to a marked line of the new scaffold without its marker counts as marked.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 __all__ = ["merge3", "MergeResult", "CONFLICT_START", "has_conflict_markers"]
+
+_PLACEHOLDER = re.compile(r"[ \t]*(#|//)[ \t]*opgen: placeholder[ \t]*$")  # Note [Placeholder lines]
 
 CONFLICT_START = "<<<<<<< "
 _BASE_MARK = "||||||| "
@@ -73,6 +93,40 @@ def _edits(base: list[str], other: list[str], side: str) -> list[_Edit]:
     return [_Edit(i1, i2, tuple(other[j1:j2]), side) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
+def _unmarked(line: str) -> str | None:
+    """A placeholder line without its marker; None for any other line. Note [Placeholder lines]."""
+    found = _PLACEHOLDER.search(line.rstrip("\n"))
+    return line[: found.start()] + "\n" if found else None
+
+
+def _scaffold_edits(base: list[str], theirs: list[str]) -> tuple[list[_Edit], list[_Edit]]:
+    """The new scaffold's edits, and separately its one-line rewordings of placeholders. Note [Placeholder lines]."""
+    legacy = {_unmarked(line) for line in theirs} - {None}
+
+    def key(line: str) -> str:
+        if _unmarked(line) is None and line not in legacy:
+            return line
+        return line[: len(line) - len(line.lstrip())] + "\0placeholder"
+
+    edits: list[_Edit] = []
+    rewordings: list[_Edit] = []
+    for edit in _edits(base, theirs, "theirs"):
+        old, new = [key(line) for line in base[edit.start : edit.end]], [key(line) for line in edit.lines]
+        if not (old and new and set(old) & set(new)):
+            edits.append(edit)
+            continue
+        # a replaced range: look inside it for placeholders that are only reworded
+        for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            start = edit.start + i1
+            if tag != "equal":
+                edits.append(_Edit(start, edit.start + i2, edit.lines[j1:j2], "theirs"))
+                continue
+            for k in range(i2 - i1):
+                if base[start + k] != edit.lines[j1 + k]:
+                    rewordings.append(_Edit(start + k, start + k + 1, (edit.lines[j1 + k],), "theirs"))
+    return edits, rewordings
+
+
 def _joins(edit: _Edit, start: int, end: int) -> bool:
     """Does `edit` (sorted after the group [start, end)) conflict with the group? Note [Merge rules]."""
     if edit.start < end:
@@ -97,8 +151,13 @@ def merge3(base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_
     if theirs == base:
         return MergeResult(ours, 0)
     b, o, t = _split(base), _split(ours), _split(theirs)
+    mine_edits = _edits(b, o, "ours")
+    theirs_edits, rewordings = _scaffold_edits(b, t)
+    # a rewording of a placeholder the user changed yields to the user (it still shows in a conflict)
+    yielded = [r for r in rewordings if any(e.start <= r.start < e.end for e in mine_edits)]
+    theirs_edits += [r for r in rewordings if r not in yielded]
     # sides sort stably: at one start, an insertion sorts before a range
-    edits = sorted(_edits(b, o, "ours") + _edits(b, t, "theirs"), key=lambda e: (e.start, e.end))
+    edits = sorted(mine_edits + theirs_edits, key=lambda e: (e.start, e.end))
     out: list[str] = []
     conflicts = 0
     position = 0
@@ -113,7 +172,8 @@ def merge3(base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_
             index += 1
         out.extend(b[position:start])
         mine = _apply(b, start, end, [e for e in group if e.side == "ours"])
-        new = _apply(b, start, end, [e for e in group if e.side == "theirs"])
+        shown = [e for e in group if e.side == "theirs"] + [r for r in yielded if start <= r.start < end]
+        new = _apply(b, start, end, sorted(shown, key=lambda e: e.start))
         if len({e.side for e in group}) == 1:
             out.extend(mine if group[0].side == "ours" else new)
         elif mine == new:

@@ -52,7 +52,7 @@ backend = "{backend}"        # default backend of new ops: "python" or "cpp"
 cpp_target = "stable"        # "stable" (LibTorch stable ABI) or "classic" (full ATen)
 torch_target_version = "2.10"
 registration = "custom_op"   # python ops: "custom_op" (safest) or "library" (lower call overhead)
-compile_backend = "aot_eager"  # backend of the generated torch.compile tests
+compile_backend = "inductor"  # backend of the generated torch.compile tests ("aot_eager" skips codegen)
 """
 
 _SINE_SPEC = """\
@@ -150,7 +150,7 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
     return _CUSTOM_SPEC.format(
         qualname=qualname,
         schema=schema.replace('"', '\\"'),
-        devices=devices,
+        devices=_toml_list(devices),
         backend=backend,
         mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
         fake=fake,
@@ -206,3 +206,28 @@ def new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, de
 
 def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def fill_starter_bodies(root: Path, changes, spec_source: str) -> None:
+    """Give the new default op's fresh CPU kernel a working body.
+
+    This is a user edit on top of the scaffold (the manifest keeps the stub as
+    the merge base), so later regenerations treat the body as the user's.
+    """
+    from .writer import atomic_write
+
+    for change in changes:
+        entry = change.entry
+        if change.action != "create" or entry is None or entry.owner != "user" or entry.source != spec_source:
+            continue
+        if change.path.endswith(".cu") or change.path == "setup.py":
+            continue  # the starter sine is a CPU kernel; CUDA stubs stay stubs
+        path = root / change.path
+        lines = path.read_text(encoding="utf-8").splitlines(True)
+        for marker, body in STARTER_BODIES.values():
+            for i, line in enumerate(lines):
+                if line.lstrip().startswith(marker):
+                    indent = line[: len(line) - len(line.lstrip())]
+                    lines[i] = indent + body + "\n"
+                    break
+        atomic_write(path, "".join(lines))

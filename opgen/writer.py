@@ -165,7 +165,9 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     if result.conflicts:
         note = f"{result.conflicts} conflict(s): resolve the <<<<<<< markers; your version before the merge is saved as {BACKUP_DIR}/{item.path}"
         return Change(item.path, "conflict", current, result.text, entry(result.text), note)
-    return Change(item.path, "merge", current, result.text, entry(result.text))
+    # a file the user never edited takes the new scaffold as it is: nothing of theirs was merged
+    action = "update" if _same(current, previous.base) else "merge"
+    return Change(item.path, action, current, result.text, entry(result.text))
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -199,8 +201,9 @@ def project_lock(root: Path) -> Iterator[None]:
     state = root / STATE_DIR
     state.mkdir(exist_ok=True)
     ignore = state / ".gitignore"
-    if not ignore.exists():  # commit the manifest and template records; not the lock or backups
-        atomic_write(ignore, "lock\nbackup/\n")
+    if not ignore.exists() or "cache/" not in ignore.read_text(encoding="utf-8"):
+        # commit the manifest and template records; not the lock, backups or caches
+        atomic_write(ignore, "lock\nbackup/\ncache/\n")
     with open(state / "lock", "a+") as handle:
         try:
             import fcntl

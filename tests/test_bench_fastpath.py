@@ -40,11 +40,29 @@ _SCRIPT = textwrap.dedent(
     assert torch.allclose(compiled(xg), x.sin()) and compiled(xg).requires_grad
 
     calls = []
-    original = module._below_autograd
-    module._below_autograd = lambda: calls.append(1) or original()
+    original = module._exclude
+    module._exclude = lambda key, state: calls.append(state) or original(key, state)
     foo(x)
     foo(xg)
-    assert calls == [1], calls
+    assert calls == [True, False], calls  # the fast path once, and the autograd key restored
+
+    autograd = torch._C.DispatchKey.AutogradFunctionality
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+    def failing(*args):
+        assert excluded(autograd)
+        raise RuntimeError("kernel failed")
+
+    call, module._call = module._call, failing
+    try:
+        foo(x)
+    except RuntimeError:
+        pass
+    module._call = call
+    assert not excluded(autograd)  # restored after a failing call too
+    with torch._C._AutoDispatchBelowAutograd():  # already below autograd: left excluded
+        foo(x)
+        assert excluded(autograd)
+    assert not excluded(autograd)
     print("ok")
     """
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,7 +14,9 @@ from _support import EXAMPLE, copy_project
 from opgen.build import find_toolchain, plan_build, write_ninja
 from opgen.project import load_project
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="nvcc is not installed")
+_NO_NVCC = shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file()
+# CI must compile every .cu: there a missing nvcc fails these tests instead of skipping them.
+pytestmark = pytest.mark.skipif(_NO_NVCC and not os.environ.get("CI"), reason="nvcc is not installed")
 
 
 def _check_cuda(root: Path) -> subprocess.CompletedProcess:

@@ -120,3 +120,30 @@ def test_pybind_module(built_types):
     code = "import torch, typ._pybind as p\ntry:\n    p.listret_cpu(torch.randn(2))\nexcept RuntimeError as e:\n    print(e)"
     result = python(code, cwd=root)
     assert "typ::listret is not implemented on CPU" in result.stdout, result.stdout + result.stderr
+
+
+_REFUSAL = """
+import torch, typ
+from torch._subclasses.fake_tensor import FakeTensorMode
+from typ._generated import listret as module
+
+with FakeTensorMode():  # the kernels are stubs: fake tensors go through the autograd kernel to the fake
+    x = torch.randn(3, requires_grad=True)
+    (out,) = typ.listret(x)
+    assert out.requires_grad and not typ.listret(x.detach())[0].requires_grad
+    try:
+        out.sum().backward()
+    except RuntimeError as exc:
+        print(str(exc).splitlines()[0])
+print("fast path" if hasattr(module, "_exclude") else "direct call")
+"""
+
+
+def test_backward_refusal(built_types):
+    """Note [Backward refusal]: classic registers it in C++ and the wrapper calls straight through; stable in Python."""
+    target, root = built_types
+    result = python(_REFUSAL, cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    message = "typ::listret has no gradient formula: add a [grad] table to listret.toml"
+    assert result.stdout.splitlines() == [message, "direct call" if target == "classic" else "fast path"]
+    assert (root / "csrc" / "registration_autograd.cpp").is_file() == (target == "classic")

@@ -84,7 +84,7 @@ def test_result_is_saved_from_output():
 def test_formulas_run_only_when_needed():
     plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x, w": "(grad * w, grad * x)"})
     body = "\n".join(plan.backward_lines)
-    assert "if any((ctx.needs_input_grad[0], ctx.needs_input_grad[1])):" in body
+    assert "if any((_needs[0], _needs[1])):" in body
     assert "_grad_x, _grad_w = (grad * w, grad * x)" in body
 
 
@@ -92,3 +92,21 @@ def test_kwarg_only_inputs_come_from_keyword_only_inputs():
     plan = _plan("(Tensor x, *, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
     assert plan.setup_params == "ctx, inputs, output, keyword_only_inputs"
     assert "alpha = keyword_only_inputs['alpha']" in plan.setup_lines
+
+
+def test_needs_input_grad_is_padded_for_stripped_defaults():
+    plan = _plan("(Tensor x, Tensor? b=None) -> Tensor", {"b": "grad"}, "x = {shape = [2]}")
+    assert "_needs = (*ctx.needs_input_grad, *(False,) * 2)" in plan.backward_lines
+    assert "if _needs[1]:" in plan.backward_lines
+
+
+def test_tensor_list_inputs_get_a_list_of_gradients():
+    plan = plan_autograd(
+        simple_op("(Tensor[] xs, Tensor s) -> Tensor", grad={"s": "grad"}, sample="xs = [{shape = [2]}]\ns = {shape = [2]}", fake='like = "s"')
+    )
+    assert "ctx._xs_count = len(xs)" in plan.setup_lines
+    assert "_grad_xs = [None] * ctx._xs_count" in plan.backward_lines
+    with_list = plan_autograd(
+        simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"')
+    )
+    assert "if any(_needs[0]):" in with_list.backward_lines

@@ -118,9 +118,144 @@ def test_markers_of_other_tools_are_not_ours() -> None:
     assert not has_conflict_markers(_lines("text = '<<<<<<< yours'"))
 
 
+# ---- placeholder lines: Note [Placeholder lines] -------------------------------------------------
+
+_PY_OLD = '    raise NotImplementedError(f"not implemented: edit {__file__}")  # opgen: placeholder'
+_PY_NEW = '    raise NotImplementedError(f"TODO: write {__file__}")  # opgen: placeholder'
+
+
+def _py_stub(signature: str = "def foo(x):", placeholder: str = _PY_OLD) -> str:
+    return _lines("import torch", "", "", signature, placeholder)
+
+
+def _cpp_stub(op: str = "foo", arg: str = "x", check: str = "STD_TORCH_CHECK") -> str:
+    """The shape of csrc/cpu/<op>.cpp: input checks and a contiguous copy above the placeholder."""
+    return _lines(
+        "namespace mylib {",
+        "",
+        f"Tensor {op}_cpu(const Tensor& {arg}) {{",
+        f'  {check}({arg}.is_cpu(), "mylib::{op}: {arg} must be a CPU tensor");',
+        f'  {check}({arg}.scalar_type() == Float, "mylib::{op}: {arg} must be float32");',
+        f"  const Tensor {arg}_c = contiguous({arg});",
+        f'  {check}(false, "mylib::{op} is not implemented on CPU: edit csrc/cpu/{op}.cpp");  // opgen: placeholder',
+        "}",
+        "",
+        "}  // namespace mylib",
+    )
+
+
+def _fill(stub: str, *body: str) -> str:
+    """The user replaces the placeholder line with `body`."""
+    lines = stub.splitlines(True)
+    at = next(i for i, line in enumerate(lines) if "opgen: placeholder" in line)
+    lines[at : at + 1] = [f"{line}\n" for line in body]
+    return "".join(lines)
+
+
+# (id, base, ours, theirs, expected text): all merge without a conflict
+PLACEHOLDER_CLEAN = [
+    (
+        "python: opgen rewords the placeholder the user replaced",
+        _py_stub(),
+        _fill(_py_stub(), "    return torch.sin(x)"),
+        _py_stub(placeholder=_PY_NEW),
+        _fill(_py_stub(), "    return torch.sin(x)"),
+    ),
+    (
+        "python: and changes the def line right above it",
+        _py_stub(),
+        _fill(_py_stub(), "    y = x + 1", "    return y"),
+        _py_stub("def foo(x, a):", _PY_NEW),
+        _fill(_py_stub("def foo(x, a):"), "    y = x + 1", "    return y"),
+    ),
+    (
+        "python: the user deleted the placeholder",
+        _py_stub(),
+        _fill(_py_stub()),
+        _py_stub(placeholder=_PY_NEW),
+        _fill(_py_stub()),
+    ),
+    (
+        "python: a placeholder the user left alone gets the new wording",
+        _py_stub(),
+        _py_stub().replace("import torch\n", "import torch\nimport numpy\n"),
+        _py_stub("def foo(x, a):", _PY_NEW),
+        _py_stub("def foo(x, a):", _PY_NEW).replace("import torch\n", "import torch\nimport numpy\n"),
+    ),
+    (
+        "python: written before the markers existed (unmarked base)",
+        _py_stub(placeholder=_PY_OLD.split("  #")[0]),
+        _fill(_py_stub(), "    return x"),
+        _py_stub("def foo(x, a):"),
+        _fill(_py_stub("def foo(x, a):"), "    return x"),
+    ),
+    (
+        "c++: op rename rewrites the untouched checks and the replaced placeholder",
+        _cpp_stub(),
+        _fill(_cpp_stub(), "  return x_c.sin();"),
+        _cpp_stub(op="bar"),
+        _fill(_cpp_stub(op="bar"), "  return x_c.sin();"),
+    ),
+    (
+        "c++: argument rename: checks and the contiguous copy update, the body stays",
+        _cpp_stub(),
+        _fill(_cpp_stub(), "  auto out = empty_like(x_c);", "  return out;"),
+        _cpp_stub(arg="input"),
+        _fill(_cpp_stub(arg="input"), "  auto out = empty_like(x_c);", "  return out;"),
+    ),
+    (
+        "c++: classic target rewrites every check and the placeholder",
+        _cpp_stub(),
+        _fill(_cpp_stub(), "  return x_c.sin();"),
+        _cpp_stub(check="TORCH_CHECK"),
+        _fill(_cpp_stub(check="TORCH_CHECK"), "  return x_c.sin();"),
+    ),
+]
+
+
+@pytest.mark.parametrize("base, ours, theirs, expected", [c[1:] for c in PLACEHOLDER_CLEAN], ids=[c[0] for c in PLACEHOLDER_CLEAN])
+def test_a_replaced_placeholder_is_the_users(base: str, ours: str, theirs: str, expected: str) -> None:
+    result = merge3(base, ours, theirs)
+    assert (result.text, result.conflicts) == (expected, 0)
+
+
+def test_an_edited_check_line_still_conflicts_with_a_renamed_argument() -> None:
+    """Input checks are not placeholders: the user's edit of one meets opgen's rename."""
+    ours = _fill(_cpp_stub(), "  return x_c.sin();").replace("must be float32", "must be float (mine)")
+    result = merge3(_cpp_stub(), ours, _cpp_stub(arg="input"))
+    assert result.conflicts == 1
+    text = result.text
+    assert "must be float (mine)" in text and "  return x_c.sin();\n" in text
+    assert text.count("<<<<<<< yours") == 1
+    # the block is the dtype check only; the body the user wrote is outside it
+    assert text.index("<<<<<<< yours") < text.index("must be float (mine)") < text.index(">>>>>>> opgen") < text.index("return x_c.sin()")
+
+
+def test_a_conflict_elsewhere_is_still_reported() -> None:
+    """User and opgen both change the def; the placeholder rewording shows in opgen's side."""
+    ours = _fill(_py_stub("def foo(x, beta=3):"), "    return x")
+    result = merge3(_py_stub(), ours, _py_stub("def foo(x, a):", _PY_NEW))
+    assert result.conflicts == 1
+    assert result.text == _lines(
+        "import torch", "", "",
+        "<<<<<<< yours", "def foo(x, beta=3):", "    return x",
+        "||||||| previous scaffold", "def foo(x):", _PY_OLD,
+        "=======", "def foo(x, a):", _PY_NEW,
+        ">>>>>>> opgen",
+    )
+
+
+def test_an_unmarked_line_the_user_replaced_still_conflicts() -> None:
+    base = _lines("def foo(x):", "    raise E('old')")
+    result = merge3(base, _lines("def foo(x):", "    return x"), _lines("def foo(x):", "    raise E('new')"))
+    assert result.conflicts == 1
+
+
 # ---- property: the merge never drops a line the user added -------------------------------------
 
-_LINE = st.sampled_from(["a", "b", "c", "", "    pass", "    return x", "def f(x):", "x = 1"])
+_LINE = st.sampled_from(
+    ["a", "b", "c", "", "    pass", "    return x", "def f(x):", "x = 1", "    raise E(1)  # opgen: placeholder", "    raise E(2)  # opgen: placeholder"]
+)
 
 
 @st.composite
@@ -163,9 +298,10 @@ def test_merge_never_drops_a_user_line(triple, trailing_newline: bool) -> None:
         assert merged[line] >= count, (line, result.text)
     if result.conflicts == 0:
         assert not has_conflict_markers(result.text)
-        # a clean merge holds every line the new scaffold added, too
+        # a clean merge holds every line the new scaffold added, too, except a
+        # placeholder that yielded to the user's replacement (Note [Placeholder lines])
         for line, count in _added(base_lines, theirs_lines).items():
-            assert merged[line] >= count, (line, result.text)
+            assert merged[line] >= count or "opgen: placeholder" in line, (line, result.text)
     if ours == base:
         assert result.text == join(theirs)
     if theirs == base:

@@ -118,6 +118,18 @@ def test_user_file_gets_the_new_signature_and_keeps_its_body(project: Path) -> N
     assert generate(project, check=True).stale == []
 
 
+def test_user_file_never_edited_is_updated_not_merged(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of the user's is in it, so the report says `updated`, as for a generated file."""
+    (project / "ops/foo.toml").write_text(_spec("(Tensor x, float alpha=1.0) -> Tensor"))
+    assert f"would be updated {KERNEL}" in _cli(project, monkeypatch, "--dry-run").output
+    out = _cli(project, monkeypatch)
+    assert out.exit_code == 0, out.output
+    assert f"updated        {KERNEL}" in out.output and "0 merged" in out.output
+    text = (project / KERNEL).read_text()
+    assert "def foo(x: Tensor, alpha: float = 1.0) -> Tensor:\n    raise NotImplementedError(" in text
+    assert generate(project, check=True).stale == []
+
+
 def test_real_conflict_leaves_markers_backup_and_exits_1(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = project / KERNEL
     mine = path.read_text().replace("def foo(x: Tensor) -> Tensor:", "def foo(x: Tensor, beta: int = 3) -> Tensor:")

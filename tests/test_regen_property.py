@@ -1,7 +1,9 @@
 """Property: random spec edits, user edits and regenerations never lose a line the user wrote.
 
 Each user line is kept, merged, or left inside a reported conflict whose backup
-holds the user's version. Renders in-process through opgen.generate.generate.
+holds the user's version. Renders in-process through opgen.generate.generate,
+with a template override that rewords the stub's placeholder line as a later
+opgen might (Note [Placeholder lines]).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from hypothesis import strategies as st
 
 from opgen.generate import generate
 from opgen.merge import has_conflict_markers
+from opgen.render import builtin_templates_dir
 
 KERNEL = "mylib/kernels/foo.py"
 _ARGS = ("float alpha=1.0", "int k=2", "bool flag=False")
 _FORMULAS = ("grad * x.cos()", "grad * 2 * x", "grad")
 _DEVICES = (('["cpu"]', False), ('["cpu", "cuda"]', True), ('["cpu", "cuda"]', False))
 _USER = "# user"
+_STUB = "python/kernel.py.j2"
+_WORDINGS = ("not implemented: edit", "TODO: write the kernel in", "fill in")
 
 
 def _spec(state: dict) -> str:
@@ -51,6 +56,7 @@ _STEP = st.one_of(
     st.tuples(st.just("formula"), st.integers(0, len(_FORMULAS) - 1)),
     st.tuples(st.just("devices"), st.integers(0, len(_DEVICES) - 1)),
     st.tuples(st.just("doc"), st.sampled_from(["First doc.", "Second doc.", "A longer doc line."])),
+    st.tuples(st.just("wording"), st.integers(0, len(_WORDINGS) - 1)),
     st.tuples(st.just("insert"), st.floats(0, 1), st.integers(1, 3)),
     st.tuples(st.just("replace"), st.floats(0, 1), st.integers(1, 3)),
     st.tuples(st.just("fill_body"), st.floats(0, 1), st.integers(1, 2)),
@@ -76,10 +82,10 @@ def _resolve(text: str) -> str:
     return "".join(out)
 
 
-def _regenerate(root: Path) -> None:
+def _regenerate(root: Path, templates: Path) -> None:
     kernel = root / KERNEL
     before = kernel.read_text()
-    result = generate(root)
+    result = generate(root, templates=templates)
     assert not any(c.action == "edited" for c in result.changes)
     after = kernel.read_text()
     missing = [line for line in _user_lines(before) if line not in after.splitlines()]
@@ -92,7 +98,7 @@ def _regenerate(root: Path) -> None:
         kernel.write_text(_resolve(after))
     else:
         assert not has_conflict_markers(after)
-    assert generate(root, check=True).stale == []
+    assert generate(root, check=True, templates=templates).stale == []
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,7 +110,11 @@ def test_no_user_line_is_ever_lost(steps) -> None:
         (root / "opgen.toml").write_text('[project]\nnamespace = "mylib"\npackage = "mylib"\n')
         state = {"args": set(), "formula": 0, "devices": 0, "doc": "First doc."}
         (root / "ops/foo.toml").write_text(_spec(state))
-        generate(root)
+        templates = root / "overrides"
+        stub = (builtin_templates_dir() / _STUB).read_text()
+        (templates / _STUB).parent.mkdir(parents=True)
+        (templates / _STUB).write_text(stub)
+        generate(root, templates=templates)
         kernel = root / KERNEL
         counter = 0
         for step in [*steps, ("regenerate",)]:
@@ -113,9 +123,11 @@ def test_no_user_line_is_ever_lost(steps) -> None:
                 state["args"] ^= {step[1]}
             elif kind in ("formula", "devices", "doc"):
                 state[kind] = step[1]
+            elif kind == "wording":
+                (templates / _STUB).write_text(stub.replace(_WORDINGS[0], _WORDINGS[step[1]]))
             elif kind == "regenerate":
                 (root / "ops/foo.toml").write_text(_spec(state))
-                _regenerate(root)
+                _regenerate(root, templates)
                 continue
             else:
                 lines = kernel.read_text().splitlines(True)

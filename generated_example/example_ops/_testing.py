@@ -14,9 +14,11 @@ __all__ = [
     "TensorSpec",
     "device_params",
     "materialize",
+    "tolerances",
     "check_reference",
     "check_opcheck",
     "check_gradients",
+    "check_double_backward_refused",
     "check_compile",
 ]
 
@@ -100,64 +102,175 @@ def _outputs(result: Any, kwargs: dict[str, Any], mutated: tuple[str, ...]) -> A
     return result
 
 
-def _tolerances(atol: float | None, rtol: float | None) -> dict[str, float]:
-    if atol is None and rtol is None:
+def _describe(op: Any) -> str:
+    """`torch.ops.ns.op.default` for the registered op, the import path for the typed wrapper."""
+    if hasattr(op, "_schema"):
+        return f"torch.ops.{op}"
+    return f"{op.__module__}.{op.__qualname__}"
+
+
+def _message(op: Any, index: int) -> Callable[[str], str]:
+    return lambda text: f"{_describe(op)}, sample {index + 1}: {text}"
+
+
+# Note [Test tolerances]
+# The spec's [test] atol/rtol loosen the comparisons in reduced precision
+# (float32, float16, bfloat16, complex64), never below torch's default for the
+# dtype; float64 (and complex128) comparisons keep torch's defaults, so a bound
+# that float32 needs cannot hide a float64 error. gradcheck runs in float64
+# with its own tolerances.
+_DEFAULT_TOLERANCES = {  # dtype: (atol, rtol), as torch.testing.assert_close
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.complex64: (1e-5, 1.3e-6),
+}
+_EXACT_DTYPES = (torch.float64, torch.complex128)
+
+
+def tolerances(
+    dtype: torch.dtype, atol: float | None = None, rtol: float | None = None
+) -> dict[str, float]:
+    """assert_close's atol/rtol for a comparison in `dtype` (Note [Test tolerances])."""
+    if dtype in _EXACT_DTYPES or (atol is None and rtol is None):
         return {}
+    default_atol, default_rtol = _DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
     return {
-        "atol": atol if atol is not None else 1e-5,
-        "rtol": rtol if rtol is not None else 1.3e-6,
+        "atol": max(atol, default_atol) if atol is not None else default_atol,
+        "rtol": max(rtol, default_rtol) if rtol is not None else default_rtol,
     }
 
 
 def check_reference(
     op, reference, samples, device, dtype, mutated=(), atol=None, rtol=None
 ) -> None:
-    for kwargs in materialize(samples, device, dtype):
+    """`op` (the registered op or the typed wrapper) matches the spec's reference expression."""
+    for index, kwargs in enumerate(materialize(samples, device, dtype)):
         expected = reference(**_clone(kwargs))
         got = _outputs(op(**kwargs), kwargs, mutated)
-        torch.testing.assert_close(got, expected, **_tolerances(atol, rtol), equal_nan=True)
+        torch.testing.assert_close(
+            got, expected, equal_nan=True, msg=_message(op, index), **tolerances(dtype, atol, rtol)
+        )
+
+
+def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional arguments in schema order up to the first one the sample omits; the rest by keyword."""
+    kwargs = dict(kwargs)
+    args = []
+    for argument in op._schema.arguments:
+        if argument.kwarg_only or argument.name not in kwargs:
+            break
+        args.append(kwargs.pop(argument.name))
+    return args, kwargs
 
 
 def check_opcheck(op, samples, device, dtype, differentiable=()) -> None:
     variants = [()] + ([tuple(differentiable)] if differentiable else [])
     for requires_grad in variants:
         for kwargs in materialize(samples, device, dtype, requires_grad):
-            args = [
-                kwargs.pop(a.name)
-                for a in op._schema.arguments
-                if not a.kwarg_only and a.name in kwargs
-            ]
-            torch.library.opcheck(op, args, kwargs)
+            args, rest = _bind(op, kwargs)
+            torch.library.opcheck(op, args, rest)
 
 
-def _flat_tensors(kwargs: dict[str, Any], name: str) -> list[torch.Tensor]:
-    value = kwargs[name]
-    return list(value) if isinstance(value, list) else [value]
+def _flat_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of one argument: a Tensor, a Tensor[] (list) or an omitted optional (None)."""
+    if value is None:
+        return []
+    return [v for v in value if isinstance(v, torch.Tensor)] if isinstance(value, list) else [value]
 
 
-def check_gradients(op, samples, device, input_name, gradgrad=True) -> None:
-    """gradcheck (and gradgradcheck) in float64 with only `input_name` requiring grad."""
+def _no_sample_message(samples, names: Iterable[str], spec: str, what: str) -> str:
+    """Why no sample exercised the gradient of `names`, sample by sample."""
+    names = tuple(names)
+    reasons = []
+    for index, sample in enumerate(samples):
+        values = [sample[name] for name in names if name in sample]
+        if not values:
+            reasons.append(f"sample {index + 1} omits {' and '.join(names)}")
+        elif all(isinstance(v, list) and not v for v in values):
+            reasons.append(f"sample {index + 1} gives an empty list")
+        else:
+            reasons.append(f"sample {index + 1} has requires_grad = false or a non-floating dtype")
+    shown = " or ".join(repr(name) for name in names)
+    return (
+        f"no sample of {spec} {what} {shown} ({'; '.join(reasons)}): add a [[test.samples]] entry "
+        f"that gives {names[0]} a floating-point tensor (requires_grad defaults to true)"
+    )
+
+
+def check_gradients(
+    op, samples, device, input_name, gradgrad=True, wrapper=None, spec="the spec"
+) -> int:
+    """gradcheck (and gradgradcheck) in float64 with only `input_name` requiring grad.
+
+    Samples that omit the input (an optional Tensor) or give it no tensor that
+    requires grad are skipped, but at least one sample must check it. The first
+    checked sample is also gradchecked through `wrapper`, the typed function users
+    call. Returns the number of samples checked.
+    """
+    checked = 0
     for kwargs in materialize(samples, device, torch.float64, (input_name,)):
-        inputs = [t for t in _flat_tensors(kwargs, input_name) if t.requires_grad]
+        value = kwargs.get(input_name)
+        inputs = [t for t in _flat_tensors(value) if t.requires_grad]
         if not inputs:
             continue
-        is_list = isinstance(kwargs[input_name], list)
+        positions = (
+            [i for i, t in enumerate(value) if t.requires_grad] if isinstance(value, list) else None
+        )
 
-        def call(*tensors: torch.Tensor) -> Any:
-            bound = dict(kwargs)
-            bound[input_name] = list(tensors) if is_list else tensors[0]
-            return op(**bound)
+        def bind(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*tensors: torch.Tensor) -> Any:
+                bound = dict(kwargs)
+                if positions is None:
+                    bound[input_name] = tensors[0]
+                else:
+                    items = list(value)
+                    for position, tensor in zip(positions, tensors):
+                        items[position] = tensor
+                    bound[input_name] = items
+                return fn(**bound)
 
-        assert torch.autograd.gradcheck(call, inputs)
+            return call
+
+        assert torch.autograd.gradcheck(bind(op), inputs)
         if gradgrad:
-            assert torch.autograd.gradgradcheck(call, inputs)
+            assert torch.autograd.gradgradcheck(bind(op), inputs)
+        if wrapper is not None and checked == 0:
+            assert torch.autograd.gradcheck(
+                bind(wrapper), inputs
+            ), f"gradcheck of {_describe(wrapper)}"
+        checked += 1
+    if not checked:
+        raise AssertionError(
+            _no_sample_message(samples, (input_name,), spec, "checks the gradient of")
+        )
+    return checked
+
+
+def _leaves(kwargs: dict[str, Any], names: Iterable[str]) -> list[torch.Tensor]:
+    return [t for name in names for t in _flat_tensors(kwargs.get(name)) if t.requires_grad]
+
+
+def check_double_backward_refused(op, samples, device, differentiable, spec="the spec") -> None:
+    """With double_backward = false, differentiating a gradient again raises."""
+    for kwargs in materialize(samples, device, torch.float64, differentiable):
+        leaves = _leaves(kwargs, differentiable)
+        if not leaves:
+            continue
+        out = op(**kwargs)
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        (first,) = torch.autograd.grad(out.sum(), leaves[:1], create_graph=True)
+        with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+            torch.autograd.grad(first.sum(), leaves[:1])
+        return
+    raise AssertionError(_no_sample_message(samples, differentiable, spec, "gives a gradient for"))
 
 
 def _grads_of(
     out: Any, kwargs: dict[str, Any], names: tuple[str, ...]
 ) -> list[torch.Tensor | None]:
     outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
-    leaves = [t for name in names for t in _flat_tensors(kwargs, name) if t.requires_grad]
+    leaves = _leaves(kwargs, names)
     if not outs or not leaves:
         return []
     torch.manual_seed(1234)
@@ -165,8 +278,25 @@ def _grads_of(
     return list(torch.autograd.grad(outs, leaves, cotangents, allow_unused=True))
 
 
-def check_compile(op, samples, device, dtype, backend, mutated=(), differentiable=()) -> None:
-    """torch.compile(fullgraph=True) gives eager's outputs and gradients."""
+def check_compile(
+    op,
+    samples,
+    device,
+    dtype,
+    backend,
+    mutated=(),
+    differentiable=(),
+    atol=None,
+    rtol=None,
+    spec="the spec",
+) -> None:
+    """torch.compile(fullgraph=True) gives eager's outputs and gradients.
+
+    Inductor fuses the torch ops of gradient formulas, so results may differ from
+    eager in the last bits: the spec's atol/rtol apply here as to the reference
+    (Note [Test tolerances]). Gradients are compared for the samples that have
+    some; an op with gradient formulas must have at least one such sample.
+    """
     import torch._dynamo
 
     torch._dynamo.reset()
@@ -175,13 +305,21 @@ def check_compile(op, samples, device, dtype, backend, mutated=(), differentiabl
         return _outputs(op(**kwargs), kwargs, mutated)
 
     compiled = torch.compile(call, backend=backend, fullgraph=True)
-    for kwargs in materialize(samples, device, dtype, differentiable):
+    limits = tolerances(dtype, atol, rtol)
+    compared = 0
+    for index, kwargs in enumerate(materialize(samples, device, dtype, differentiable)):
         eager_kwargs, compiled_kwargs = _clone(kwargs), _clone(kwargs)
         expected = call(**eager_kwargs)
         got = compiled(**compiled_kwargs)
-        torch.testing.assert_close(got, expected, equal_nan=True)
-        torch.testing.assert_close(
-            _grads_of(got, compiled_kwargs, tuple(differentiable)),
-            _grads_of(expected, eager_kwargs, tuple(differentiable)),
-            equal_nan=True,
+        torch.testing.assert_close(got, expected, equal_nan=True, msg=_message(op, index), **limits)
+        got_grads = _grads_of(got, compiled_kwargs, tuple(differentiable))
+        expected_grads = _grads_of(expected, eager_kwargs, tuple(differentiable))
+        if got_grads or expected_grads:
+            torch.testing.assert_close(
+                got_grads, expected_grads, equal_nan=True, msg=_message(op, index), **limits
+            )
+            compared += 1
+    if differentiable and not compared:
+        raise AssertionError(
+            _no_sample_message(samples, differentiable, spec, "gives a compiled gradient for")
         )

@@ -6,20 +6,24 @@ import torch
 import torch.nn.functional as F
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.layer_norm import layer_norm as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_double_backward_refused,
     check_gradients,
     check_opcheck,
     check_reference,
     device_params,
-    materialize,
 )
 
 OP = torch.ops.example.layer_norm.default
+SPEC = "ops/layer_norm.toml"
 DEVICES = device_params(["cpu", "cuda"])
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
+ATOL = 1e-05  # Note [Test tolerances] in _testing.py: not applied to float64
+RTOL = 0.0001
 DIFFERENTIABLE = ("x", "weight", "bias")
 SAMPLES = [
     {"x": TensorSpec((8, 64)), "weight": TensorSpec((64,)), "bias": TensorSpec((64,))},
@@ -40,7 +44,8 @@ def reference(x, weight, bias, eps=1e-05):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=1e-05, rtol=0.0001)
+    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -51,20 +56,25 @@ def test_opcheck(device):
 @pytest.mark.parametrize("input_name", DIFFERENTIABLE)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device, input_name):
-    check_gradients(OP, SAMPLES, device, input_name, gradgrad=False)
+    check_gradients(OP, SAMPLES, device, input_name, gradgrad=False, wrapper=WRAPPER, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_double_backward_is_refused(device):
-    kwargs = next(materialize(SAMPLES[:1], device, torch.float64, DIFFERENTIABLE))
-    out = OP(**kwargs)
-    out = out if isinstance(out, torch.Tensor) else out[0]
-    leaves = [kwargs[name] for name in DIFFERENTIABLE]
-    (first,) = torch.autograd.grad(out.sum(), leaves[:1], create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
-        torch.autograd.grad(first.sum(), leaves[:1])
+    check_double_backward_refused(OP, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_matches_eager(device):
-    check_compile(OP, SAMPLES, device, DTYPES[0], "aot_eager", MUTATED, DIFFERENTIABLE)
+    check_compile(
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        "inductor",
+        MUTATED,
+        DIFFERENTIABLE,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
+    )

@@ -6,20 +6,24 @@ import torch
 import torch.nn.functional as F
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.layer_norm_backward import layer_norm_backward as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_double_backward_refused,
     check_gradients,
     check_opcheck,
     check_reference,
     device_params,
-    materialize,
 )
 
 OP = torch.ops.example.layer_norm_backward.default
+SPEC = "ops/layer_norm_backward.toml"
 DEVICES = device_params(["cpu", "cuda"])
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
+ATOL = 0.0001  # Note [Test tolerances] in _testing.py: not applied to float64
+RTOL = 0.0001
 DIFFERENTIABLE = ()
 SAMPLES = [
     {
@@ -58,7 +62,8 @@ def reference(grad_out, x, weight, eps):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=0.0001, rtol=0.0001)
+    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -68,4 +73,15 @@ def test_opcheck(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_matches_eager(device):
-    check_compile(OP, SAMPLES, device, DTYPES[0], "aot_eager", MUTATED, DIFFERENTIABLE)
+    check_compile(
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        "inductor",
+        MUTATED,
+        DIFFERENTIABLE,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
+    )

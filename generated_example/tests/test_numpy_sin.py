@@ -6,20 +6,24 @@ import torch
 import torch.nn.functional as F
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.numpy_sin import numpy_sin as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_double_backward_refused,
     check_gradients,
     check_opcheck,
     check_reference,
     device_params,
-    materialize,
 )
 
 OP = torch.ops.example.numpy_sin.default
+SPEC = "ops/numpy_sin.toml"
 DEVICES = device_params(["cpu", "cuda"])
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
+ATOL = None  # Note [Test tolerances] in _testing.py: not applied to float64
+RTOL = None
 DIFFERENTIABLE = ("x",)
 SAMPLES = [
     {"x": TensorSpec((8, 16))},
@@ -35,7 +39,8 @@ def reference(x):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=None, rtol=None)
+    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -46,9 +51,20 @@ def test_opcheck(device):
 @pytest.mark.parametrize("input_name", DIFFERENTIABLE)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device, input_name):
-    check_gradients(OP, SAMPLES, device, input_name, gradgrad=True)
+    check_gradients(OP, SAMPLES, device, input_name, gradgrad=True, wrapper=WRAPPER, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_matches_eager(device):
-    check_compile(OP, SAMPLES, device, DTYPES[0], "aot_eager", MUTATED, DIFFERENTIABLE)
+    check_compile(
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        "inductor",
+        MUTATED,
+        DIFFERENTIABLE,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
+    )

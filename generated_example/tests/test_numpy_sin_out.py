@@ -6,20 +6,24 @@ import torch
 import torch.nn.functional as F
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.numpy_sin_out import numpy_sin_out as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_double_backward_refused,
     check_gradients,
     check_opcheck,
     check_reference,
     device_params,
-    materialize,
 )
 
 OP = torch.ops.example.numpy_sin_out.default
+SPEC = "ops/numpy_sin_out.toml"
 DEVICES = device_params(["cpu"])
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ("output",)
+ATOL = None  # Note [Test tolerances] in _testing.py: not applied to float64
+RTOL = None
 DIFFERENTIABLE = ()
 SAMPLES = [
     {"input": TensorSpec((8, 16)), "output": TensorSpec((8, 16))},
@@ -35,7 +39,8 @@ def reference(input, output):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=None, rtol=None)
+    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -45,4 +50,15 @@ def test_opcheck(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_matches_eager(device):
-    check_compile(OP, SAMPLES, device, DTYPES[0], "aot_eager", MUTATED, DIFFERENTIABLE)
+    check_compile(
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        "inductor",
+        MUTATED,
+        DIFFERENTIABLE,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
+    )

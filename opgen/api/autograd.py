@@ -87,11 +87,16 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     offset = "0"
     setup: list[str] = []
     needed_inputs = sorted(full | set(meta), key=[a.name for a in args].index)
+    # Note [Tensor-list gradients]: backward must return a list per Tensor[]
+    # input (torch checks the structure), so every list input's length is kept.
+    lists = [a.name for a in args if a.is_tensor_list]
     if results:
         setup.append("_output = output")  # an input may be named `output`
     positional = [a.name for a in args if not a.kwarg_only]
-    if needed_inputs and positional:
+    if (needed_inputs or lists) and positional:
         setup.append(f"{', '.join(positional)}{',' if len(positional) == 1 else ''} = inputs")
+    for name in lists:
+        setup.append(f"ctx._{name}_count = len({name})")
     for arg in args:
         if arg.kwarg_only and arg.name in needed_inputs:
             setup.append(f"{arg.name} = keyword_only_inputs[{arg.name!r}]")
@@ -103,7 +108,6 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
                 offset = _plus(offset, 1)
             elif arg.is_tensor_list:
                 saved.append(f"*{arg.name}")
-                setup.append(f"ctx._{arg.name}_count = len({arg.name})")
                 end = _plus(offset, f"ctx._{arg.name}_count")
                 unpack.append(f"{arg.name} = list(_saved[{offset}:{end}])")
                 offset = end
@@ -132,12 +136,21 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     if uses_grad:
         backward.append("grad = grads[0]")
     index = {a.name: i for i, a in enumerate(args)}
-    backward.append(" = ".join(f"_grad_{a.name}" for a in args) + " = None")
+    # The dispatcher drops trailing arguments left at their defaults, so
+    # needs_input_grad can be shorter than the schema: pad it.
+    backward.append(f"_needs = (*ctx.needs_input_grad, *(False,) * {len(args)})")
+    scalars = [a.name for a in args if not a.is_tensor_list]
+    if scalars:
+        backward.append(" = ".join(f"_grad_{name}" for name in scalars) + " = None")
+    for name in lists:
+        backward.append(f"_grad_{name} = [None] * ctx._{name}_count")
     rewrite = _Rewrite(op, set(meta))
     for formula in op.grads:
         tree = rewrite.visit(ast.parse(formula.expression, mode="eval"))
         code = ast.unparse(tree)
-        flags = [f"ctx.needs_input_grad[{index[name]}]" for name in formula.inputs]
+        flags = [
+            f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]" for name in formula.inputs
+        ]
         condition = flags[0] if len(flags) == 1 else f"any(({', '.join(flags)}))"
         targets = ", ".join(f"_grad_{name}" for name in formula.inputs)
         backward.append(f"if {condition}:")

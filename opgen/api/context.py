@@ -11,7 +11,7 @@ from ..project import Project, module_name
 from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
-from .fastpath import fast_path_inputs
+from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["op_context", "project_context", "header"]
 
@@ -36,10 +36,9 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
 
 
 def _no_grad_message(op: OpSpec) -> str | None:
-    """C++ ops without formulas would silently return None grads; make backward fail loudly."""
-    if op.grads or not op.returns or not any(a.differentiable and not a.mutated for a in op.args):
-        return None
-    return repr(f"{op.qualname} has no gradient formula: add a [grad] table to {op.path.name}")
+    """The Python literal of the message of a Python kernel that refuses backward (Note [Backward refusal])."""
+    message = no_grad_message(op)
+    return None if message is None or refuses_backward_in_cpp(op) else repr(message)
 
 
 def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
@@ -77,6 +76,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "fake_return": ", ".join(op.fake.outputs),
         "autograd": {"setup_params": plan.setup_params, "setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
         "no_grad_message": _no_grad_message(op),
+        "registered_name": op.qualname + (f".{op.overload}" if op.overload else ""),
         "fast_path": fast_path_inputs(op),
         "double_backward": op.double_backward,
         "samples": [
@@ -99,4 +99,13 @@ def project_context(project: Project) -> dict[str, Any]:
         "cpp_target": config.cpp_target,
         "torch_target_version": config.torch_target_version,
         "has_cpp": any(op.backend == "cpp" for op in project.ops),
+        "schema_digest": _schema_digest(project),
     }
+
+
+def _schema_digest(project: Project) -> str:
+    """Names the compile cache of the generated tests; see the note in tests/conftest.py.j2."""
+    import hashlib
+
+    schemas = sorted(f"{op.namespace}::{op.full_schema}" for op in project.ops)
+    return hashlib.sha256("\n".join(schemas).encode()).hexdigest()[:12]

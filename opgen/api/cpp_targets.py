@@ -14,6 +14,7 @@ from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec
 from . import cpp
 from .context import header
+from .fastpath import no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["cpp_op_artifacts", "cpp_project_artifacts", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
 
@@ -216,6 +217,11 @@ def cpp_project_context(project: Project) -> dict[str, Any]:
             for d in devices
         },
         "headers": {d: [c["header"] for op, c in contexts if d in op.devices] for d in devices},
+        "backward_refusals": [
+            {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
+            for op, c in contexts
+            if refuses_backward_in_cpp(op)
+        ],
         "pybind_ops": [
             {"name": module_name(op), "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices], "header": c["header"], "doc": cpp.cpp_string(op.doc.strip() or op.qualname)}
             for op, c in contexts
@@ -236,6 +242,8 @@ def cpp_project_artifacts(project: Project, context: dict[str, Any]) -> list:
     ]
     for device in ctx["cpp"]["devices"]:
         items.append((f"csrc/registration_{device}.cpp", "cpp/registration_device.cpp.j2", _GENERATED, "//", {"device": device}))
+    if ctx["cpp"]["backward_refusals"]:
+        items.append(("csrc/registration_autograd.cpp", "cpp/registration_autograd.cpp.j2", _GENERATED, "//", {}))
     if ctx["cpp"]["pybind_ops"]:
         items.append(("csrc/pybind.cpp", "cpp/pybind.cpp.j2", _GENERATED, "//", {}))
     return [

@@ -1,30 +1,70 @@
-"""Note [Autograd fast path]
+"""Which autograd kernel an op registers, and how its wrapper calls it.
 
-Every generated op with tensor inputs registers a Python autograd kernel
-(gradient formulas, or one that raises "not differentiable"). The dispatcher
-runs that kernel on every call, even when nothing requires grad; it then only
-re-dispatches below autograd, which costs ~5 µs a call (MEASURED.md).
+Note [Backward refusal]
+A compiled op with no autograd kernel only warns at backward and returns
+grad=None (MEASURED.md), so every functional op with tensor inputs and no
+gradient formulas registers an autograd kernel whose backward raises
+"<ns>::<op> has no gradient formula: add a [grad] table to <spec>".
+- classic C++ target, ops that mutate nothing: the library registers it in C++
+  (csrc/registration_autograd.cpp, on the Autograd key). With nothing requiring
+  grad it redispatches below autograd without entering Python; otherwise it
+  computes the outputs the same way and gives them a grad_fn
+  (torch::autograd::Error) that raises the message; dual tensors (forward-mode
+  AD) are refused at once. The autograd headers cost that one file ~2.5 s of
+  compile time, and it is rebuilt only when the set of such ops changes.
+- everything else (Python ops, the stable target, mutating ops): a Python
+  `register_autograd` kernel. The stable ABI cannot host the C++ kernel: its C
+  shim has no redispatch below a dispatch key, no `requires_grad` getter and no
+  autograd graph nodes (torch 2.13), so the refusal stays in Python and the
+  wrapper's fast path keeps the no-grad call out of it.
 
-The typed wrapper users call does that step itself when it is safe to skip the
-kernel: not while torch.compile traces (`is_compiling` first, so dynamo folds
-the branch away), not under torch.func transforms, and only when grad mode is
-off or no tensor input requires grad: the same test torch.library's kernel
-makes (`_C.is_grad_enabled() and _C._any_requires_grad(*args)`), followed by the
-same `_AutoDispatchBelowAutograd` guard. The registration itself is unchanged,
-so `torch.ops` callers, opcheck and gradcheck see the regular op. Ops that
-mutate an argument keep the plain call (the ADInplaceOrView bookkeeping).
+Note [Autograd fast path]
+The dispatcher runs a Python autograd kernel on every call, even when nothing
+requires grad; it then only re-dispatches below autograd, which costs ~2 µs a
+call (README, "Call overhead"). The typed wrapper users call does that step itself when it
+is safe to skip the kernel: not while torch.compile traces (`is_compiling`
+first, so dynamo folds the branch away and traces the plain `_handle` call),
+not under torch.func transforms, and only when grad mode is off or no tensor
+input requires grad: the test torch.library's kernel makes
+(`_C.is_grad_enabled() and _C._any_requires_grad(*args)`). It then calls the op
+with the AutogradFunctionality key excluded in thread-local state, as
+`_AutoDispatchBelowAutograd` does, but set and restored with two plain calls
+(the guard object costs ~270 ns, the calls ~150 ns); dense CPU/CUDA tensors
+skip the autograd kernel, and tensors whose autograd key is AutogradOther or
+AutogradNestedTensor still reach the registered kernel, which is correct and
+only slower. Outside torch.compile every wrapper calls the overload's C++
+callable (`_handle._op`), saving the Python frame of `OpOverload.__call__`.
+The registration itself is unchanged, so `torch.ops` callers, opcheck and
+gradcheck see the regular op. Ops that mutate an argument keep the plain call
+(the ADInplaceOrView bookkeeping).
 """
 
 from __future__ import annotations
 
 from ..spec.model import OpSpec
 
-__all__ = ["fast_path_inputs"]
+__all__ = ["fast_path_inputs", "no_grad_message", "refuses_backward_in_cpp"]
+
+
+def no_grad_message(op: OpSpec) -> str | None:
+    """The error a backward through `op` raises when it has no formulas (Note [Backward refusal])."""
+    if op.grads or not op.returns or not any(a.differentiable and not a.mutated for a in op.args):
+        return None
+    return f"{op.qualname} has no gradient formula: add a [grad] table to {op.path.name}"
+
+
+def refuses_backward_in_cpp(op: OpSpec) -> bool:
+    """Whether the compiled library registers the op's refusing autograd kernel (classic target)."""
+    return op.backend == "cpp" and op.cpp_target == "classic" and not op.mutated and no_grad_message(op) is not None
+
+
+def _python_autograd(op: OpSpec) -> bool:
+    return bool(op.grads) or (no_grad_message(op) is not None and not refuses_backward_in_cpp(op))
 
 
 def fast_path_inputs(op: OpSpec) -> str | None:
     """The tensor arguments the wrapper tests for requires_grad, or None for no fast path."""
-    if op.mutated or not op.returns:
+    if op.mutated or not op.returns or not _python_autograd(op):
         return None
     tensors = [a.name for a in op.args if a.differentiable]
     return ", ".join(tensors) if tensors else None

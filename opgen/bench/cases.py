@@ -3,7 +3,8 @@
 Every implementation of one case is a statement over the same globals (the
 inputs by argument name), so the generated op, the spec's reference and the
 native PyTorch op are timed on identical tensors and all allocate their
-outputs (see MEASURED.md: page faults of fresh outputs dominate large sizes).
+outputs: at large sizes the page faults of a fresh output dominate, so mixing
+allocating and `out=` calls would mislead.
 """
 
 from __future__ import annotations

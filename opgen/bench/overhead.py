@@ -25,15 +25,22 @@ _baselines: dict[str, Callable[..., Any]] | None = None
 
 def _fast_path(handle: Any) -> Callable[..., Any]:
     """The typed wrapper opgen generates for an op with autograd (Note [Autograd fast path])."""
-    compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
+    call, compiling, grad_enabled = handle._op, torch.compiler.is_compiling, torch.is_grad_enabled
     any_requires_grad, active = torch._C._any_requires_grad, torch._C._are_functorch_transforms_active
-    below = torch._C._AutoDispatchBelowAutograd
+    autograd = torch._C.DispatchKey.AutogradFunctionality
+    excluded, exclude = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C._dispatch_tls_set_dispatch_key_excluded
 
     def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if not compiling() and not (grad_enabled() and any_requires_grad(a, b)) and not active():
-            with below():
-                return handle(a, b)
-        return handle(a, b)
+        if compiling():
+            return handle(a, b)
+        if (grad_enabled() and any_requires_grad(a, b)) or active():
+            return call(a, b)
+        below = excluded(autograd)
+        exclude(autograd, True)
+        try:
+            return call(a, b)
+        finally:
+            exclude(autograd, below)
 
     return add
 

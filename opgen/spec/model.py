@@ -116,7 +116,7 @@ class ProjectConfig:
     cpp_target: str = "stable"
     torch_target_version: str = "2.10"
     registration: str = "custom_op"
-    compile_backend: str = "aot_eager"
+    compile_backend: str = "inductor"
     pybind: bool = False
     templates: Path | None = None
 

@@ -43,7 +43,9 @@ RESERVED_NAMESPACES = frozenset(
 # them, and the backward (which looks `torch` up at call time) would break.
 RESERVED_OP_NAMES = frozenset(
     "torch math F Tensor Sequence once_differentiable annotations "
-    "_kernels _handle _lib _fake _backward _setup_context".split()
+    "_kernels _handle _lib _fake _backward _setup_context "
+    # the wrapper's bindings (Note [Autograd fast path])
+    "_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
 )
 
 # Packages the generated code imports by name: a project package with one of these

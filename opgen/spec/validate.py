@@ -124,6 +124,9 @@ def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: lis
                     hint = f"make the type optional ({type_text}? {a.name}=None) or give a {type_text} default"
                 sink.error(line, f"argument {a.name!r}: {problem}", hint)
                 ok = False
+        if a.name not in positional and type_text.startswith("Tensor"):
+            sink.error(line, f"tensor argument {a.name!r} is keyword-only", "custom ops take tensors as positional arguments: move it before the `*`")
+            ok = False
         args.append(Arg(a.name, str(a.type), a.default, a.name not in positional, a.name in mutates))
     rets: list[Ret] = []
     for r in schema.returns:
@@ -136,14 +139,14 @@ def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: lis
         if r.name is not None and not _arg_name_ok(sink, line, r.name):
             ok = False
         rets.append(Ret(r.name, str(r.type)))
+    # A bad `mutates` entry is recorded but does not stop the checks of the
+    # formulas, fake rule and samples, which depend only on the schema.
     for name in mutates:
         arg = next((a for a in args if a.name == name), None)
         if arg is None:
             sink.error(doc.line("mutates"), f"mutated argument {name!r} is not in the schema", f"arguments: {', '.join(a.name for a in args) or 'none'}")
-            ok = False
         elif not (arg.is_tensor or arg.is_tensor_list):
             sink.error(doc.line("mutates"), f"mutated argument {name!r} has type {arg.type}, not Tensor", f"only tensors can be mutated: remove {name!r} from mutates")
-            ok = False
     return (tuple(args), tuple(rets)) if ok else None
 
 
@@ -166,7 +169,12 @@ def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, .
     if table and not rets:
         sink.error(doc.line("grad"), "this op returns nothing, so it has no gradients", "remove the [grad] table")
         return ()
+    if table and any(a.mutated for a in args):
+        # torch registers autograd only for functional ops.
+        sink.error(doc.line("grad"), "this op mutates an argument, and PyTorch has no autograd for mutating custom ops", "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)")
+        return ()
     allowed = _formula_names(args, rets, op_names)
+    inputs = {a.name for a in args}
     taken: set[str] = set()
     by_name = {a.name: a for a in args}
     for key, expr in table.items():
@@ -187,12 +195,27 @@ def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, .
             sink.error(line, f"gradient formula for {key!r} must be a string, not {shown(expr)}", f'e.g. {targets[0] or "x"} = "grad * x.cos()"')
             continue
         try:
-            check_expression(expr, allowed, f"gradient formula for {key!r}")
+            tree = check_expression(expr, allowed, f"gradient formula for {key!r}")
         except ExprProblem as exc:
             sink.error(line, exc.message, exc.hint)
             continue
+        uncalled = _uncalled_ops(tree, _callable_ops(op_names) - inputs)
+        if uncalled:
+            sink.error(line, f"gradient formula for {key!r} names the op {uncalled!r} without calling it", f"call it, e.g. {uncalled}(grad, ...)")
+            continue
         formulas.append(GradFormula(targets, expr.strip(), line))
     return tuple(formulas)
+
+
+def _uncalled_ops(tree, op_names: frozenset[str]) -> str | None:
+    """An op of the library used as a value rather than called (the rewrite to torch.ops needs a call)."""
+    import ast
+
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in op_names and id(node) not in called:
+            return node.id
+    return None
 
 
 def _check_exprs(sink, doc, texts, allowed, what, *path) -> list[str]:
@@ -356,6 +379,8 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     fake = _build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, _EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, _EXPR_GLOBALS)
+    if parsed_name is not None and parsed_name[2] and values.get("backend") == "python" and values.get("registration") == "custom_op":
+        sink.error(doc.line("name"), "custom_op cannot define an overload", 'set registration = "library" for this op, or drop the ".overload" from its name')
     sink.raise_if_any()
     namespace, name, overload = parsed_name
     return OpSpec(

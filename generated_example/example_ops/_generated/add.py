@@ -39,10 +39,11 @@ def _backward(ctx, *grads):
     _x_shape = ctx._x_shape
     _b_shape = ctx._b_shape
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_x = _grad_b = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_x = grad.sum_to_size(_x_shape)
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_b = grad.sum_to_size(_b_shape)
     return _grad_x, _grad_b
 
@@ -53,21 +54,26 @@ torch.library.register_autograd("example::add", _backward, setup_context=_setup_
 _handle = torch.ops.example.add.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def add(x: Tensor, b: Tensor) -> Tensor:
     """Broadcasting sum x + b (the CustomAdd of the autograd.Function tutorial).
     Its gradients need only the input shapes, so only shapes are saved."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(x, b))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(x, b)
-    return _handle(x, b)
+    if _compiling():
+        return _handle(x, b)
+    if (_grad_enabled() and _any_requires_grad(x, b)) or _transforms_active():
+        return _call(x, b)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(x, b)
+    finally:
+        _exclude(_AUTOGRAD, _below)

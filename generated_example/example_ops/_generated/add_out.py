@@ -29,8 +29,14 @@ def _fake(a, b, out):
 
 
 _handle = torch.ops.example.add_out.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): outside torch.compile, call
+# the overload's C++ callable directly.
+_call = _handle._op
+_compiling = torch.compiler.is_compiling
 
 
 def add_out(a: Tensor, b: Tensor, out: Tensor) -> None:
     """out = a + b, written into a preallocated contiguous `out` (C++/CUDA)."""
-    return _handle(a, b, out)
+    if _compiling():
+        return _handle(a, b, out)
+    return _call(a, b, out)

@@ -49,8 +49,9 @@ def _backward(ctx, *grads):
     _pic_shape = ctx._pic_shape
     box = ctx._box
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_pic = _grad_box = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_pic = torch.ops.example.paste(grad.new_zeros(_pic_shape), grad, box[:2])
     return _grad_pic, _grad_box
 
@@ -61,20 +62,25 @@ torch.library.register_autograd("example::crop", _backward, setup_context=_setup
 _handle = torch.ops.example.crop.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def crop(pic: Tensor, box: Sequence[int]) -> Tensor:
     """Crops a (C, H, W) image to box = (left, upper, right, lower) with PIL."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(pic))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(pic, box)
-    return _handle(pic, box)
+    if _compiling():
+        return _handle(pic, box)
+    if (_grad_enabled() and _any_requires_grad(pic)) or _transforms_active():
+        return _call(pic, box)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(pic, box)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -40,10 +40,11 @@ def _backward(ctx, *grads):
     grad_out = _saved[0]
     x = _saved[1]
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_grad_out = _grad_x = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_grad_out = torch.ops.example.gelu_backward(grad, x)
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_x = (
             grad
             * grad_out
@@ -69,20 +70,25 @@ torch.library.register_autograd("example::gelu_backward", _backward, setup_conte
 _handle = torch.ops.example.gelu_backward.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def gelu_backward(grad_out: Tensor, x: Tensor) -> Tensor:
     """Gradient of example::gelu (tanh approximation): grad_out * gelu'(x)."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(grad_out, x))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(grad_out, x)
-    return _handle(grad_out, x)
+    if _compiling():
+        return _handle(grad_out, x)
+    if (_grad_enabled() and _any_requires_grad(grad_out, x)) or _transforms_active():
+        return _call(grad_out, x)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(grad_out, x)
+    finally:
+        _exclude(_AUTOGRAD, _below)

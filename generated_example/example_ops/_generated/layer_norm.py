@@ -48,8 +48,9 @@ def _backward(ctx, *grads):
     weight = _saved[1]
     eps = ctx._eps
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 4)
     _grad_x = _grad_weight = _grad_bias = _grad_eps = None
-    if any((ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2])):
+    if any((_needs[0], _needs[1], _needs[2])):
         _grad_x, _grad_weight, _grad_bias = torch.ops.example.layer_norm_backward(
             grad, x, weight, eps
         )
@@ -62,20 +63,25 @@ torch.library.register_autograd("example::layer_norm", _backward, setup_context=
 _handle = torch.ops.example.layer_norm.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-05) -> Tensor:
     """Layer normalization over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(x, weight, bias))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(x, weight, bias, eps)
-    return _handle(x, weight, bias, eps)
+    if _compiling():
+        return _handle(x, weight, bias, eps)
+    if (_grad_enabled() and _any_requires_grad(x, weight, bias)) or _transforms_active():
+        return _call(x, weight, bias, eps)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(x, weight, bias, eps)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -52,22 +52,27 @@ torch.library.register_autograd(
 _handle = torch.ops.example.layer_norm_backward.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def layer_norm_backward(
     grad_out: Tensor, x: Tensor, weight: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Gradients of example::layer_norm with respect to x, weight and bias."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(grad_out, x, weight))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(grad_out, x, weight, eps)
-    return _handle(grad_out, x, weight, eps)
+    if _compiling():
+        return _handle(grad_out, x, weight, eps)
+    if (_grad_enabled() and _any_requires_grad(grad_out, x, weight)) or _transforms_active():
+        return _call(grad_out, x, weight, eps)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(grad_out, x, weight, eps)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -42,10 +42,11 @@ def _backward(ctx, *grads):
     a = _saved[0]
     b = _saved[1]
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_a = _grad_b = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_a = torch.ops.example.matmul(grad, b.transpose(0, 1))
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_b = torch.ops.example.matmul(a.transpose(0, 1), grad)
     return _grad_a, _grad_b
 
@@ -56,20 +57,25 @@ torch.library.register_autograd("example::matmul", _backward, setup_context=_set
 _handle = torch.ops.example.matmul.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """2-D matrix product a @ b (C++/CUDA)."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(a, b))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(a, b)
-    return _handle(a, b)
+    if _compiling():
+        return _handle(a, b)
+    if (_grad_enabled() and _any_requires_grad(a, b)) or _transforms_active():
+        return _call(a, b)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(a, b)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -39,10 +39,11 @@ def _backward(ctx, *grads):
     w = _saved[0]
     x = _saved[1]
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_w = _grad_x = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_w = (grad * x).sum_to_size(w.shape)
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_x = (grad * w).sum_to_size(x.shape)
     return _grad_w, _grad_x
 
@@ -53,20 +54,25 @@ torch.library.register_autograd("example::mul", _backward, setup_context=_setup_
 _handle = torch.ops.example.mul.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def mul(w: Tensor, x: Tensor) -> Tensor:
     """Broadcasting product w * x (the CustomMul of the autograd.Function tutorial)."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(w, x))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(w, x)
-    return _handle(w, x)
+    if _compiling():
+        return _handle(w, x)
+    if (_grad_enabled() and _any_requires_grad(w, x)) or _transforms_active():
+        return _call(w, x)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(w, x)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -43,8 +43,9 @@ def _backward(ctx, *grads):
     _saved = ctx.saved_tensors
     x = _saved[0]
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 1)
     _grad_x = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_x = grad * x.cos()
     return (_grad_x,)
 
@@ -55,20 +56,25 @@ torch.library.register_autograd("example::numpy_sin", _backward, setup_context=_
 _handle = torch.ops.example.numpy_sin.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(x))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(x)
-    return _handle(x)
+    if _compiling():
+        return _handle(x)
+    if (_grad_enabled() and _any_requires_grad(x)) or _transforms_active():
+        return _call(x)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(x)
+    finally:
+        _exclude(_AUTOGRAD, _below)

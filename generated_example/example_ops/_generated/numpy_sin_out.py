@@ -34,8 +34,14 @@ def _fake(input, output):
 
 
 _handle = torch.ops.example.numpy_sin_out.default
+# Note [Autograd fast path] (opgen/api/fastpath.py): outside torch.compile, call
+# the overload's C++ callable directly.
+_call = _handle._op
+_compiling = torch.compiler.is_compiling
 
 
 def numpy_sin_out(input: Tensor, output: Tensor) -> None:
     """Writes sin(input) into output, computed with NumPy."""
-    return _handle(input, output)
+    if _compiling():
+        return _handle(input, output)
+    return _call(input, output)

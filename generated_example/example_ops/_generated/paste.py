@@ -57,10 +57,11 @@ def _backward(ctx, *grads):
     _im2_shape = ctx._im2_shape
     coord = ctx._coord
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 3)
     _grad_im1 = _grad_im2 = _grad_coord = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_im1 = torch.ops.example.paste(grad, grad.new_zeros(_im2_shape), coord)
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_im2 = torch.ops.example.crop(
             grad, [coord[0], coord[1], coord[0] + _im2_shape[2], coord[1] + _im2_shape[1]]
         )
@@ -73,21 +74,26 @@ torch.library.register_autograd("example::paste", _backward, setup_context=_setu
 _handle = torch.ops.example.paste.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
     """Pastes the (C, h, w) image im2 into a copy of the (C, H, W) image im1 with its
     upper-left corner at coord = (left, upper), using PIL."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(im1, im2))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(im1, im2, coord)
-    return _handle(im1, im2, coord)
+    if _compiling():
+        return _handle(im1, im2, coord)
+    if (_grad_enabled() and _any_requires_grad(im1, im2)) or _transforms_active():
+        return _call(im1, im2, coord)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(im1, im2, coord)
+    finally:
+        _exclude(_AUTOGRAD, _below)

@@ -34,10 +34,11 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, *grads):
     grad = grads[0]
+    _needs = (*ctx.needs_input_grad, *(False,) * 2)
     _grad_a = _grad_b = None
-    if ctx.needs_input_grad[0]:
+    if _needs[0]:
         _grad_a = grad
-    if ctx.needs_input_grad[1]:
+    if _needs[1]:
         _grad_b = grad
     return _grad_a, _grad_b
 
@@ -48,20 +49,25 @@ torch.library.register_autograd("example::vector_add", _backward, setup_context=
 _handle = torch.ops.example.vector_add.default
 # Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
 # grad, call below autograd directly instead of through the Python autograd kernel.
+_call = _handle._op
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _any_requires_grad = torch._C._any_requires_grad
 _transforms_active = torch._C._are_functorch_transforms_active
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise a + b of two tensors of the same shape and dtype (C++/CUDA)."""
-    if (
-        not _compiling()
-        and not (_grad_enabled() and _any_requires_grad(a, b))
-        and not _transforms_active()
-    ):
-        with _below_autograd():
-            return _handle(a, b)
-    return _handle(a, b)
+    if _compiling():
+        return _handle(a, b)
+    if (_grad_enabled() and _any_requires_grad(a, b)) or _transforms_active():
+        return _call(a, b)
+    _below = _excluded(_AUTOGRAD)
+    _exclude(_AUTOGRAD, True)
+    try:
+        return _call(a, b)
+    finally:
+        _exclude(_AUTOGRAD, _below)
