@@ -74,9 +74,23 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> MatrixRun:
     shutil.copy(FIXTURE / "harness_checks.py", root / "tests" / "test_harness.py")
     shutil.copy(FIXTURE / "gradcheck_counter.py", root / "gradcheck_counter.py")
     report = root / "report.json"
-    env = dict(os.environ, RTM_REPORT=str(report), PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        RTM_REPORT=str(report),
+        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    )
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "gradcheck_counter", "tests"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "gradcheck_counter",
+            "tests",
+        ],
         cwd=root,
         env=env,
         capture_output=True,
@@ -107,9 +121,13 @@ def test_case(matrix: MatrixRun, case: str):
 
 def test_each_gradcheck_test_ran_gradcheck(matrix: MatrixRun):
     ran = {k: v for k, v in matrix.gradchecks.items() if "::test_gradcheck[" in k}
-    assert set(ran) | set(GRADCHECKS) == set(GRADCHECKS), f"unexpected gradcheck tests: {sorted(set(ran) - set(GRADCHECKS))}"
+    assert set(ran) | set(GRADCHECKS) == set(
+        GRADCHECKS
+    ), f"unexpected gradcheck tests: {sorted(set(ran) - set(GRADCHECKS))}"
     generated = {k for k in matrix.outcomes if "::test_gradcheck[" in k}
     assert generated == set(GRADCHECKS), "the generated gradcheck tests are not the expected ones"
     for nodeid, calls in GRADCHECKS.items():
         if matrix.outcomes.get(nodeid) == "passed":
-            assert ran.get(nodeid, 0) == calls, f"{nodeid} called gradcheck {ran.get(nodeid, 0)} times, expected {calls}"
+            assert (
+                ran.get(nodeid, 0) == calls
+            ), f"{nodeid} called gradcheck {ran.get(nodeid, 0)} times, expected {calls}"

@@ -107,9 +107,9 @@ def test_syntax_error_in_an_override_names_its_file_and_line(tmp_path: Path, mon
 
 def test_error_in_an_overridden_macro_file_names_the_macro_file(tmp_path: Path) -> None:
     root = _project(tmp_path / "p", options='templates = "templates"')
-    macros = _builtin("python/_macros.j2").replace("{{ op.qualname }}", "{{ op.qualnme }}", 1)
+    macros = _builtin("python/_macros.j2").replace("{{ op.registered_name }}", "{{ op.registered_nme }}", 1)
     _override(root / "templates", "python/_macros.j2", macros)
-    line = 1 + macros[: macros.index("op.qualnme")].count("\n")
+    line = 1 + macros[: macros.index("op.registered_nme")].count("\n")
     with pytest.raises(OpgenError) as info:
         generate(root)
     [diagnostic] = info.value.diagnostics

@@ -156,7 +156,12 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         backward.append(f"if {condition}:")
         backward.append(f"    {targets} = {code}")
     returns = ", ".join(f"_grad_{a.name}" for a in args)
-    backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
+    if lists:
+        # With a Tensor[] input torch checks the structure: return exactly one
+        # gradient per argument received (stripped defaults are not received).
+        backward.append(f"return ({returns},)[: len(ctx.needs_input_grad)]")
+    else:
+        backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
     params = "ctx, inputs, output" + (", keyword_only_inputs" if any(a.kwarg_only for a in args) else "")
     return AutogradPlan(params, tuple(setup), tuple(backward))
 

@@ -45,4 +45,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     with open(os.environ["RTM_REPORT"], "w", encoding="utf-8") as file:
-        json.dump({"outcomes": _outcomes, "gradchecks": _gradchecks}, file, indent=1, sort_keys=True)
+        json.dump(
+            {"outcomes": _outcomes, "gradchecks": _gradchecks}, file, indent=1, sort_keys=True
+        )

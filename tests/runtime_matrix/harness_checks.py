@@ -35,7 +35,10 @@ def test_keyword_only_arguments_are_passed_by_keyword():
 
 
 def test_gradcheck_fails_when_no_sample_covers_the_input():
-    samples = [{"x": TensorSpec((3,))}, {"x": TensorSpec((3,)), "b": TensorSpec((3,), requires_grad=False)}]
+    samples = [
+        {"x": TensorSpec((3,))},
+        {"x": TensorSpec((3,)), "b": TensorSpec((3,), requires_grad=False)},
+    ]
     with pytest.raises(AssertionError) as error:
         check_gradients(torch.ops.rtm.opt_add.default, samples, "cpu", "b", spec="ops/opt_add.toml")
     message = str(error.value)
@@ -63,9 +66,17 @@ def test_gradcheck_through_a_wrapper_that_drops_autograd_fails():
 
 def test_compile_fails_without_any_gradient_to_compare():
     samples = [{"x": TensorSpec((3,), requires_grad=False)}]
-    with pytest.raises(AssertionError, match="no sample of ops/affine_kw.toml gives a compiled gradient for 'x'"):
+    with pytest.raises(
+        AssertionError, match="no sample of ops/affine_kw.toml gives a compiled gradient for 'x'"
+    ):
         check_compile(
-            torch.ops.rtm.affine_kw.default, samples, "cpu", torch.float32, "eager", differentiable=("x",), spec="ops/affine_kw.toml"
+            torch.ops.rtm.affine_kw.default,
+            samples,
+            "cpu",
+            torch.float32,
+            "eager",
+            differentiable=("x",),
+            spec="ops/affine_kw.toml",
         )
 
 
