@@ -145,4 +145,4 @@ def test_second_run_waits_for_the_lock(tmp_path: Path) -> None:
 
 def test_state_dir_ignores_lock_and_backups(tmp_path: Path) -> None:
     root = _project(tmp_path / "p")
-    assert (root / ".opgen/.gitignore").read_text() == "lock\nbackup/\n"
+    assert (root / ".opgen/.gitignore").read_text() == "lock\nbackup/\ncache/\n"
