@@ -43,9 +43,7 @@ def _root(start: Path | None = None) -> Path:
     return root
 
 
-def _report(result, root: Path, verbose: bool = True, check: bool = False, dry_run: bool = False) -> None:
-    from .writer import unified_diff
-
+def _report(result, root: Path, check: bool = False, dry_run: bool = False) -> None:
     for change in result.changes:
         if change.action == "unchanged":
             continue

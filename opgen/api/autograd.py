@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..spec.expr import SAFE_BUILTINS
+from ..spec.expr import SAFE_BUILTINS, names_used
 from ..spec.model import OpSpec
 
 __all__ = ["AutogradPlan", "plan_autograd", "METADATA_ATTRS"]
@@ -132,7 +132,7 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         setup.append("pass")
 
     backward: list[str] = list(unpack)
-    uses_grad = any("grad" in _names(f.expression) for f in op.grads)
+    uses_grad = any("grad" in names_used(ast.parse(f.expression, mode="eval")) for f in op.grads)
     if uses_grad:
         backward.append("grad = grads[0]")
     index = {a.name: i for i, a in enumerate(args)}
@@ -164,10 +164,6 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
     params = "ctx, inputs, output" + (", keyword_only_inputs" if any(a.kwarg_only for a in args) else "")
     return AutogradPlan(params, tuple(setup), tuple(backward))
-
-
-def _names(expression: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
 
 
 def _plus(offset: str, amount: int | str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DiagnosticSink
+from .fields import suggest
 from .load import LoadedToml
 from .model import BACKENDS, CPP_TARGETS, REGISTRATIONS, ProjectConfig
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
@@ -30,10 +31,10 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
         sink.raise_if_any()
     for key in project:
         if key not in _PROJECT_KEYS:
-            sink.error(doc.line("project", key), f"unknown key 'project.{key}'", _closest(key, _PROJECT_KEYS))
+            sink.error(doc.line("project", key), f"unknown key 'project.{key}'", suggest(key, _PROJECT_KEYS))
     for key in options:
         if key not in _OPTION_KEYS:
-            sink.error(doc.line("options", key), f"unknown key 'options.{key}'", _closest(key, _OPTION_KEYS))
+            sink.error(doc.line("options", key), f"unknown key 'options.{key}'", suggest(key, _OPTION_KEYS))
     values: dict[str, object] = {}
     for key in _PROJECT_KEYS:
         value = project.get(key)
@@ -73,13 +74,6 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             values["templates"] = resolved
     sink.raise_if_any()
     return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
-
-
-def _closest(word: str, choices: tuple[str, ...]) -> str:
-    import difflib
-
-    match = difflib.get_close_matches(word, choices, n=1)
-    return f"did you mean {match[0]!r}?" if match else f"known keys: {', '.join(choices)}"
 
 
 def _is_version(text: str) -> bool:
