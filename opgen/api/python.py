@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec.model import Arg, OpSpec, Ret, TensorSample
+from ..spec.model import Arg, OpSpec, Ret, TensorSample, join_params
 from ..spec.types import normalize_type
 
 __all__ = [
@@ -64,20 +64,14 @@ def default_literal(arg: Arg) -> str | None:
 
 
 def signature(op: OpSpec, annotate: bool = True) -> str:
-    parts: list[str] = []
-    kw = False
-    for arg in op.args:
-        if arg.kwarg_only and not kw:
-            parts.append("*")
-            kw = True
-        text = arg.name
-        if annotate:
-            text += f": {annotation(arg.type)}"
+    def one(arg: Arg) -> str:
+        text = arg.name + (f": {annotation(arg.type)}" if annotate else "")
         default = default_literal(arg)
         if default is not None:
             text += f" = {default}" if annotate else f"={default}"
-        parts.append(text)
-    return ", ".join(parts)
+        return text
+
+    return join_params(op.args, one)
 
 
 def call_arguments(op: OpSpec) -> str:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 __all__ = [
+    "join_params",
     "Arg",
     "Ret",
     "GradFormula",
@@ -164,22 +165,17 @@ class OpSpec:
     @property
     def schema(self) -> str:
         """The schema without the op name, with alias annotations written in."""
-        parts: list[str] = []
-        kw_started = False
-        for arg in self.args:
-            if arg.kwarg_only and not kw_started:
-                parts.append("*")
-                kw_started = True
+
+        def one(arg: Arg) -> str:
             annotated = arg.type
             if arg.mutated:
                 annotated = annotated.replace("Tensor", f"Tensor({_alias(self, arg)}!)", 1)
-            text = f"{annotated} {arg.name}"
-            if arg.default is not None:
-                text += f"={arg.default}"
-            parts.append(text)
+            return f"{annotated} {arg.name}" + (f"={arg.default}" if arg.default is not None else "")
+
+        parts = join_params(self.args, one)
         rets = [r.type + (f" {r.name}" if r.name else "") for r in self.returns]
         ret_text = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
-        return f"({', '.join(parts)}) -> {ret_text}"
+        return f"({parts}) -> {ret_text}"
 
     @property
     def full_schema(self) -> str:
@@ -192,6 +188,16 @@ class OpSpec:
 
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
+
+
+def join_params(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> str:
+    """Comma-joined parameters with `*` before the first keyword-only one (schema and Python alike)."""
+    parts: list[str] = []
+    for arg in args:
+        if arg.kwarg_only and "*" not in parts:
+            parts.append("*")
+        parts.append(render(arg))
+    return ", ".join(parts)
 
 
 def _alias(op: OpSpec, arg: Arg) -> str:
