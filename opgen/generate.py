@@ -13,7 +13,7 @@ from .overrides import override_warnings
 from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact, collect_artifacts
-from .writer import Change, Rendered, apply_changes, plan_changes, project_lock
+from .writer import Change, Rendered, apply_changes, needs_writing, plan_changes, project_lock
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -73,21 +73,30 @@ def render_all(project: Project, manifest: Manifest, templates: Path | None = No
 
 
 def generate(root: Path, *, check: bool = False, dry_run: bool = False, force: bool = False, templates: Path | None = None) -> GenerateResult:
-    """One run. `check`/`dry_run` only plan (they create nothing, not even `.opgen/`).
+    """Regenerate every op of the project at `root`.
 
-    A file edited by hand (an "edited" change) stops the whole run before anything is written.
+    Everything that can fail without writing runs first: loading and validating
+    every spec (all problems raise together as OpgenError), rendering,
+    formatting and planning. Only then, and only when something changes, does
+    the run take the project lock, plan again against what is on disk now and
+    write. `check`/`dry_run` only plan; they create nothing, not even `.opgen/`.
+    A file edited by hand (an "edited" change) stops the run before anything is
+    written.
     """
     project = load_project(root)
     root = project.root
     folder = templates or project.config.templates
     warnings = override_warnings(root, folder)
-    if check or dry_run:
-        manifest = Manifest.load(root)
-        rendered = render_all(project, manifest, folder)
-        return GenerateResult(plan_changes(root, rendered, manifest, force), written=False, warnings=warnings)
+    manifest = Manifest.load(root)
+    rendered = render_all(project, manifest, folder)
+    changes = plan_changes(root, rendered, manifest, force)
+    if check or dry_run or any(c.action == "edited" for c in changes):
+        return GenerateResult(changes, written=False, warnings=warnings)
+    if not needs_writing(root, changes, manifest):
+        return GenerateResult(changes, written=True, warnings=warnings)
     with project_lock(root):
+        # Another run may have written since the plan above: plan again under the lock.
         manifest = Manifest.load(root)
-        rendered = render_all(project, manifest, folder)
         changes = plan_changes(root, rendered, manifest, force)
         if any(c.action == "edited" for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
 from .manifest import STATE_DIR
+from .project_checks import project_problems
 from .spec.config import CONFIG_FILE, build_config
 from .spec.load import load_toml
 from .spec.model import OpSpec, ProjectConfig
@@ -42,8 +43,8 @@ _SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
 def _spec_files(root: Path) -> list[Path]:
     """The specs under ops/; hidden files (editor locks and backups) are skipped."""
     folder = root / OPS_DIR
-    if not folder.is_dir():
-        return []
+    if not folder.is_dir() or not folder.resolve().is_relative_to(root):
+        return []  # an ops/ leading outside the project is reported, not read
     return sorted(p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith("."))
 
 
@@ -64,8 +65,10 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
     return problems
 
 
-def _file_problems(root: Path, files: list[Path]) -> list[Diagnostic]:
+def _file_problems(root: Path, files: list[Path]) -> tuple[list[Diagnostic], list[Path]]:
+    """Problems with the spec files themselves, and the files that can be loaded."""
     problems: list[Diagnostic] = []
+    good: list[Path] = []
     ops_dir = root / OPS_DIR
     for path in files:
         if not _SPEC_FILE.match(path.name):
@@ -74,17 +77,22 @@ def _file_problems(root: Path, files: list[Path]) -> list[Diagnostic]:
             )
         elif path.is_symlink() and not path.resolve().is_relative_to(root):
             problems.append(Diagnostic(path, None, "spec is a symlink leading outside the project", "copy the file into ops/ instead"))
-    return problems
+        else:
+            good.append(path)
+    return problems, good
 
 
 def load_project(root: Path) -> Project:
-    """Load and validate everything; raises OpgenError with all problems found."""
+    """Load and validate the project: every spec and every check across specs.
+
+    All problems are collected into one list and raised together (OpgenError),
+    before anything is rendered or written.
+    """
     root = root.resolve()
     config = build_config(load_toml(root / CONFIG_FILE))
-    files = _spec_files(root)
-    problems = _confinement_problems(root, config) + _file_problems(root, files)
-    if problems:
-        raise OpgenError(problems)
+    problems = _confinement_problems(root, config)
+    file_problems, files = _file_problems(root, _spec_files(root))
+    problems.extend(file_problems)
     docs = []
     for path in files:
         try:
@@ -98,38 +106,11 @@ def load_project(root: Path) -> Project:
             ops.append(build_op_spec(doc, config, op_names))  # type: ignore[arg-type]
         except OpgenError as exc:
             problems.extend(exc.diagnostics)
-    problems.extend(_duplicates(root, ops))
+    problems.extend(project_problems(root, ops, config.cpp_target))
     if problems:
-        raise OpgenError(problems)
+        # one block per file, each file's problems in the order found
+        raise OpgenError(sorted(problems, key=lambda d: str(d.path or "")))
     return Project(config, tuple(ops))
-
-
-def _duplicates(root: Path, ops: list[OpSpec]) -> list[Diagnostic]:
-    """Two specs for one op, or two ops that would share generated file names."""
-    problems: list[Diagnostic] = []
-    by_name: dict[str, OpSpec] = {}
-    by_module: dict[str, OpSpec] = {}
-    for op in ops:
-        full = op.qualname + (f".{op.overload}" if op.overload else "")
-        line = op.lines.get("name", 1)
-        first = by_name.get(full)
-        other = by_module.get(module_name(op))
-        if first is not None:
-            shown = first.path.relative_to(root).as_posix() if first.path.is_relative_to(root) else first.path.name
-            problems.append(Diagnostic(op.path, line, f"op {full} is also defined in {shown}", "keep one spec per op: delete this file or rename the op"))
-        elif other is not None:
-            shown = other.path.relative_to(root).as_posix() if other.path.is_relative_to(root) else other.path.name
-            problems.append(
-                Diagnostic(
-                    op.path,
-                    line,
-                    f"op {full} would generate the same files ({module_name(op)}.py) as {other.qualname}{'.' + other.overload if other.overload else ''} in {shown}",
-                    "rename one of the two ops",
-                )
-            )
-        by_name.setdefault(full, op)
-        by_module.setdefault(module_name(op), op)
-    return problems
 
 
 def _declared_name(data: dict) -> str | None:
@@ -137,8 +118,3 @@ def _declared_name(data: dict) -> str | None:
     if isinstance(name, str) and "::" in name:
         return name.split("::", 1)[1].split(".", 1)[0]
     return None
-
-
-def module_name(op: OpSpec) -> str:
-    """File-system name of an op: the op name, plus the overload if any."""
-    return op.name + (f"_{op.overload}" if op.overload else "")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .api.context import header, op_context, project_context
-from .project import Project, module_name
+from .project import Project
 from .spec.config import CONFIG_FILE
 from .spec.model import OpSpec
 
@@ -39,7 +39,7 @@ class Artifact:
 def _op_artifacts(project: Project, op: OpSpec) -> list[Artifact]:
     config = project.config
     pkg = config.package
-    module = module_name(op)
+    module = op.module
     ctx = op_context(op, config)
     source = ctx["spec_path"]
     base = {"project": project_context(project), "op": ctx}
@@ -63,7 +63,7 @@ def _op_artifacts(project: Project, op: OpSpec) -> list[Artifact]:
 
 def _project_artifacts(project: Project) -> list[Artifact]:
     pkg = project.config.package
-    ops = [{"name": op.name, "module": module_name(op)} for op in project.ops]
+    ops = [{"name": op.name, "module": op.module} for op in project.ops]
     context = {"project": project_context(project), "ops": ops, "header": header(CONFIG_FILE)}
     items = [
         (f"{pkg}/__init__.py", "package/__init__.py.j2"),

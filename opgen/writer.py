@@ -26,6 +26,7 @@ __all__ = [
     "Change",
     "plan_changes",
     "apply_changes",
+    "needs_writing",
     "atomic_write",
     "project_lock",
     "unified_diff",
@@ -239,6 +240,24 @@ def _backup(root: Path, rel: str, text: str) -> None:
     atomic_write(target, text)
 
 
+def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
+    """The manifest as it is once every change is written."""
+    files = dict(manifest.files)
+    for change in changes:
+        if change.entry is None:
+            files.pop(change.path, None)
+        elif change.action != "edited":
+            files[change.path] = change.entry
+    return Manifest(files)
+
+
+def needs_writing(root: Path, changes: list[Change], manifest: Manifest) -> bool:
+    """Whether applying `changes` writes anything: a file, a removal or the manifest."""
+    if any(c.writes or (c.action == "remove" and c.old is not None) for c in changes):
+        return True
+    return _read(root / STATE_DIR / "manifest.json") != _settled(manifest, changes).dumps()
+
+
 def apply_changes(root: Path, changes: list[Change], manifest: Manifest) -> None:
     """Write every change, then the manifest; call under `project_lock`. Note [Manifest journal]."""
     manifest_path = root / STATE_DIR / "manifest.json"
@@ -255,10 +274,7 @@ def apply_changes(root: Path, changes: list[Change], manifest: Manifest) -> None
             atomic_write(target, change.new)
         elif change.action == "remove" and target.exists():
             target.unlink()
-        if change.entry is None:
-            manifest.files.pop(change.path, None)
-        elif change.action != "edited":
-            manifest.files[change.path] = change.entry
+    manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()
     if _read(manifest_path) != text:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..project import Project, module_name
+from ..project import Project
 from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
@@ -23,7 +23,7 @@ def header(source: str, comment: str = "#") -> str:
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
-    module = module_name(op)
+    module = op.module
     if op.per_device:
         return [
             {"device": d, "function": f"{module}_{d}", "device_types": repr((d,)), "dispatch_key": _DISPATCH_KEYS[d]}
@@ -51,7 +51,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "namespace": op.namespace,
         "name": op.name,
         "overload_name": op.name + (f".{op.overload}" if op.overload else ""),
-        "module": module_name(op),
+        "module": op.module,
         "spec_path": spec_path,
         "backend": op.backend,
         "registration": op.registration,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Diagnostic, OpgenError
 from ..spec.model import OpSpec, Ret
 from ..spec.types import normalize_type
 
@@ -42,9 +41,6 @@ __all__ = [
     "kernel_name",
     "cpp_string",
     "target_version_hex",
-    "op_problems",
-    "check_op",
-    "check_project",
     "STABLE_TYPES",
     "CLASSIC_TYPES",
 ]
@@ -96,12 +92,6 @@ _CLASSIC_OPTIONAL = {
     "bool[]?": "const std::optional<c10::List<bool>>&",
     "Scalar?": "const std::optional<at::Scalar>&",
 }
-
-_STABLE_HINT = (
-    'set cpp_target = "classic" for this op; all C++ ops of a project share one target, '
-    'so set it under [options] in opgen.toml'
-)
-
 
 @dataclass(frozen=True)
 class CppType:
@@ -162,9 +152,7 @@ def parameters(op: OpSpec, target: str | None = None) -> str:
 
 
 def kernel_name(op: OpSpec, device: str) -> str:
-    from ..project import module_name
-
-    return f"{module_name(op)}_{device}"
+    return f"{op.module}_{device}"
 
 
 def cpp_string(text: str) -> str:
@@ -177,66 +165,3 @@ def target_version_hex(version: str) -> str:
     """`TORCH_TARGET_VERSION` for "2.10": major in byte 7, minor in byte 6."""
     major, minor = (int(p) for p in version.split("."))
     return f"0x{major:02x}{minor:02x}000000000000"
-
-
-def _schema_line(op: OpSpec) -> int | None:
-    return op.lines.get("schema")
-
-
-def op_problems(op: OpSpec) -> list[Diagnostic]:
-    """Every reason the op cannot be generated for its C++ target."""
-    problems: list[Diagnostic] = []
-    for arg in op.args:
-        try:
-            arg_type(arg.type, op.cpp_target)
-        except ValueError:
-            why = "the stable ABI has no Scalar; use float or int" if "Scalar" in arg.type else ""
-            problems.append(
-                Diagnostic(
-                    op.path,
-                    _schema_line(op),
-                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type}" + (f" ({why})" if why else ""),
-                    _STABLE_HINT if op.cpp_target == "stable" else "use a type from the table in docs/cpp.md",
-                )
-            )
-    if op.pybind and op.cpp_target != "classic":
-        problems.append(
-            Diagnostic(
-                op.path,
-                op.lines.get("pybind"),
-                "pybind = true needs the classic C++ target (pybind11 binds at::Tensor, which the stable ABI does not expose)",
-                'set cpp_target = "classic" (in opgen.toml [options] or this spec), or remove pybind',
-            )
-        )
-    return problems
-
-
-def check_op(op: OpSpec) -> None:
-    problems = op_problems(op)
-    if problems:
-        raise OpgenError(problems)
-
-
-def check_project(ops: tuple[OpSpec, ...], project_target: str) -> None:
-    """Note [Mixed C++ targets]
-    A namespace is defined by one library block, and a block is either a
-    STABLE_TORCH_LIBRARY or a TORCH_LIBRARY: the two cannot share it, and
-    `opgen build` links one shared library per project whose ABI (abi3 or
-    not) is a single choice. So every C++ op of a project uses the same
-    target; an op that disagrees is reported with the project's choice.
-    """
-    problems: list[Diagnostic] = []
-    cpp_ops = [op for op in ops if op.backend == "cpp"]
-    for op in cpp_ops:
-        problems.extend(op_problems(op))
-        if op.cpp_target != project_target:
-            problems.append(
-                Diagnostic(
-                    op.path,
-                    op.lines.get("cpp_target", op.lines.get("backend")),
-                    f"cpp_target {op.cpp_target!r} differs from the project's {project_target!r}; all C++ ops of a namespace share one library block and one ABI",
-                    f'set [options] cpp_target = "{op.cpp_target}" in opgen.toml for every op, or remove cpp_target from this spec',
-                )
-            )
-    if problems:
-        raise OpgenError(problems)

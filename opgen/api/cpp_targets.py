@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..project import Project, module_name
+from ..project import Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec
 from . import cpp
@@ -148,9 +148,8 @@ def _header_includes(op: OpSpec) -> list[str]:
 
 def cpp_op_context(op: OpSpec, config) -> dict[str, Any]:
     """The `cpp` variables of an op's C++ templates (see docs/templates.md)."""
-    cpp.check_op(op)
     target = op.cpp_target
-    module = module_name(op)
+    module = op.module
     kind = cpp.CppType(target)
     ret = cpp.return_type(op.returns, target)
     tensors = [a.name for a in op.args if a.type == "Tensor"]
@@ -184,8 +183,7 @@ def cpp_op_context(op: OpSpec, config) -> dict[str, Any]:
 
 def cpp_op_artifacts(project: Project, op: OpSpec, base: dict[str, Any], add: Callable[..., None]) -> list:
     """Add the op's header, kernel stubs and Python module through `add`; returns nothing new."""
-    cpp.check_project(project.ops, project.config.cpp_target)
-    module = module_name(op)
+    module = op.module
     pkg = project.config.package
     base["op"]["cpp"] = cpp_op_context(op, project.config)
     add(f"csrc/{module}.h", "cpp/op.h.j2", _GENERATED, comment="//")
@@ -200,7 +198,6 @@ def cpp_op_artifacts(project: Project, op: OpSpec, base: dict[str, Any], add: Ca
 def cpp_project_context(project: Project) -> dict[str, Any]:
     config = project.config
     ops = [op for op in project.ops if op.backend == "cpp"]
-    cpp.check_project(project.ops, config.cpp_target)
     contexts = [(op, cpp_op_context(op, config)) for op in ops]
     devices = sorted({d for op in ops for d in op.devices})
     stable = config.cpp_target == "stable"
@@ -223,7 +220,7 @@ def cpp_project_context(project: Project) -> dict[str, Any]:
             if refuses_backward_in_cpp(op)
         ],
         "pybind_ops": [
-            {"name": module_name(op), "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices], "header": c["header"], "doc": cpp.cpp_string(op.doc.strip() or op.qualname)}
+            {"name": op.module, "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices], "header": c["header"], "doc": cpp.cpp_string(op.doc.strip() or op.qualname)}
             for op, c in contexts
             if op.pybind
         ],

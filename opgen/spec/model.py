@@ -178,9 +178,23 @@ class OpSpec:
         return f"({parts}) -> {ret_text}"
 
     @property
+    def overload_name(self) -> str:
+        """The op's name plus `.overload` if it has one: how torch.library names the overload."""
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    @property
+    def registered_name(self) -> str:
+        """`namespace::name[.overload]`, the name torch.library registers."""
+        return f"{self.namespace}::{self.overload_name}"
+
+    @property
+    def module(self) -> str:
+        """The op's name in file names and generated identifiers: name, plus `_overload` if any."""
+        return f"{self.name}_{self.overload}" if self.overload else self.name
+
+    @property
     def full_schema(self) -> str:
-        overload = f".{self.overload}" if self.overload else ""
-        return f"{self.name}{overload}{self.schema}"
+        return f"{self.overload_name}{self.schema}"
 
     @property
     def mutated(self) -> tuple[Arg, ...]:
