@@ -33,6 +33,7 @@ from .api.cpp import target_version_hex
 from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
 from .project import Project
+from .targets.cpp import AUTOGRAD_REGISTRATION, KERNEL_DIRS, PYBIND_SOURCE, REGISTRATION, device_registration, library_file, library_path, op_header
 
 __all__ = ["Toolchain", "BuildPlan", "BuildResult", "find_toolchain", "plan_build", "write_ninja", "run_build", "foreign_symbols", "BUILD_DIR"]
 
@@ -116,7 +117,7 @@ def _sources(root: Path, folder: str, suffix: str, orphans: list[str]) -> list[s
     for path in sorted(p for p in base.rglob(f"*{suffix}") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         headers = _OP_HEADER.findall(path.read_text(encoding="utf-8", errors="replace"))
-        if any(not (root / "csrc" / f"{h}.h").is_file() for h in headers):
+        if any(not (root / op_header(h)).is_file() for h in headers):
             orphans.append(rel)
             continue
         found.append(rel)
@@ -158,7 +159,7 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     if cuda_linked:
         cuda_home = Path(tools.nvcc).resolve().parent.parent  # type: ignore[arg-type]
         libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{shlex.quote(str(cuda_home / 'lib64'))}", "-lcudart"]
-    library = f"{config.package}/{'_C.abi3.so' if stable else '_C.so'}"
+    library = library_path(config)
     nvcc_defines = [d for d in defines if d != "-DUSE_CUDA"]
     if not stable:
         nvcc_defines.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
@@ -189,16 +190,16 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         "  description = LINK $out",
         "",
     ]
-    cpp_sources = ["csrc/registration.cpp"]
+    cpp_sources = [REGISTRATION]
     if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
-        cpp_sources.append("csrc/registration_autograd.cpp")
+        cpp_sources.append(AUTOGRAD_REGISTRATION)
     orphans: list[str] = []
     if "cpu" in devices:
-        cpp_sources += ["csrc/registration_cpu.cpp"] + _sources(root, "csrc/cpu", ".cpp", orphans)
-    cuda_sources = _sources(root, "csrc/cuda", ".cu", orphans)
+        cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
+    cuda_sources = _sources(root, *KERNEL_DIRS["cuda"], orphans)
     objects: list[str] = []
     kernel_objects: list[str] = []
-    for source in cpp_sources + (["csrc/registration_cuda.cpp"] if cuda_linked else []):
+    for source in cpp_sources + ([device_registration("cuda")] if cuda_linked else []):
         obj = f"{BUILD_DIR}/obj/{source}.o"
         lines.append(f"build {_q(obj)}: cxx {_q(source)}")
         objects.append(obj)
@@ -235,9 +236,9 @@ def _pybind_lines(tools: Toolchain, includes, defines, kernel_objects, output: s
         value = getattr(torch._C, f"_PYBIND11_{name}", None)
         if value is not None:
             flags.append(f"-DPYBIND11_{name}='\"{value}\"'")
-    obj = f"{BUILD_DIR}/obj/csrc/pybind.cpp.o"
+    obj = f"{BUILD_DIR}/obj/{PYBIND_SOURCE}.o"
     return [
-        f"build {_q(obj)}: cxx csrc/pybind.cpp",
+        f"build {_q(obj)}: cxx {_q(PYBIND_SOURCE)}",
         f"  cflags = $cflags {' '.join(flags)}",
         f"build {_q(output)}: link {_q(obj)} {' '.join(map(_q, kernel_objects))}",
         # an extension module: libpython's symbols come from the interpreter, so no --no-undefined
@@ -276,7 +277,7 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     if not any(op.backend == "cpp" for op in project.ops):
         return BuildResult(True, "nothing to build: the project has no backend = \"cpp\" ops")
     root = project.root
-    missing = [p for p in ("csrc/registration.cpp",) if not (root / p).is_file()]
+    missing = [p for p in (REGISTRATION,) if not (root / p).is_file()]
     if missing:
         raise OpgenError(Diagnostic(root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"))
     tools = find_toolchain()
@@ -293,7 +294,7 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     if status != 0:
         return BuildResult(False, f"build failed ({seconds:.1f} s): see the compiler messages above", plan, notes, seconds)
     library = root / plan.library
-    other = library.with_name("_C.so" if library.name == "_C.abi3.so" else "_C.abi3.so")
+    other = library.with_name(library_file("classic" if project.config.cpp_target == "stable" else "stable"))
     other.unlink(missing_ok=True)  # left by a build for the other cpp_target
     if project.config.cpp_target == "stable":
         bad = foreign_symbols(library)

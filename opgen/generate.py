@@ -12,7 +12,8 @@ from .manifest import Manifest, digest
 from .overrides import override_warnings
 from .project import Project, load_project
 from .render import Renderer
-from .targets import Artifact, collect_artifacts
+from .targets import Artifact
+from .targets.project import collect_artifacts
 from .writer import Change, Rendered, apply_changes, needs_writing, plan_changes, project_lock
 
 __all__ = ["GenerateResult", "generate", "render_all"]

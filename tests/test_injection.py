@@ -147,7 +147,6 @@ def test_python_module_runs_without_effects(tmp_path: Path) -> None:
 
 
 def test_cpp_fields_stay_data(tmp_path: Path) -> None:
-    pytest.importorskip("opgen.api.cpp_targets")
     root = _project(tmp_path, ["cpp", "python"])
     files = _check_tree(root)
     assert any(p.suffix in (".h", ".cpp") for p in files), "the C++ backend generated no C++"

@@ -1,4 +1,4 @@
-"""One test per ownership case of `opgen generate` (Note [Ownership] in opgen/targets.py)."""
+"""One test per ownership case of `opgen generate` (Note [Ownership] in opgen/targets/__init__.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from opgen.overrides import builtin_names
 from opgen.project import load_project
 from opgen.scaffold import new_op
-from opgen.targets import collect_artifacts
+from opgen.targets.project import collect_artifacts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "templates.md"
 _DEVICE_KEYS = {"cpu", "cuda"}

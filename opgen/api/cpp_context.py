@@ -1,25 +1,29 @@
-"""The artifacts of `backend = "cpp"` ops: C++ sources, Python glue, setup.py.
+"""The `cpp` variables of the C++ templates, computed from the spec model.
 
-Called from `opgen.targets` (see Note [Ownership] there). Every string the C++
-templates print is computed here or in `opgen.api.cpp`; see
-Note [C++ type mapping] for the types.
+Every string the C++ templates print is computed here or in `opgen.api.cpp`;
+see Note [C++ type mapping] for the types. Where files are is not known here:
+`opgen.targets.cpp` passes the paths in.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ..project import Project
-from ..spec.config import CONFIG_FILE
-from ..spec.model import OpSpec
+from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
-from .context import header
 from .fastpath import no_grad_message, refuses_backward_in_cpp
 
-__all__ = ["cpp_op_artifacts", "cpp_project_artifacts", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
+__all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
 
-_GENERATED = "generated"
-_USER = "user"
+
+@dataclass(frozen=True)
+class CppFiles:
+    """Where an op's C++ files are: its header as the kernels include it, and each device's kernel file."""
+
+    header: str
+    kernels: Mapping[str, str]
 
 SCALAR_TYPES = {
     "float32": "Float",
@@ -146,10 +150,9 @@ def _header_includes(op: OpSpec) -> list[str]:
     return torch + sorted(std)
 
 
-def cpp_op_context(op: OpSpec, config) -> dict[str, Any]:
-    """The `cpp` variables of an op's C++ templates (see docs/templates.md)."""
+def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
+    """The `op.cpp` variables of an op's C++ templates (see docs/templates.md)."""
     target = op.cpp_target
-    module = op.module
     kind = cpp.CppType(target)
     ret = cpp.return_type(op.returns, target)
     tensors = [a.name for a in op.args if a.type == "Tensor"]
@@ -162,88 +165,51 @@ def cpp_op_context(op: OpSpec, config) -> dict[str, Any]:
         "return_type": ret,
         "returns_void": ret == "void",
         "kernels": [{"device": d, "function": cpp.kernel_name(op, d)} for d in op.devices],
-        "impl_name": cpp.cpp_string(op.name + (f".{op.overload}" if op.overload else "")),
+        "impl_name": cpp.cpp_string(op.overload_name),
         "def_schema": cpp.cpp_string(op.full_schema),
-        "header": f"{module}.h",
+        "header": files.header,
         "header_includes": _header_includes(op),
         "checks": {d: _checks(op, d) for d in op.devices},
         "contiguous": _contiguous(op),
         "first_tensor": tensors[0] if tensors else None,
-        "cpu_file": f"csrc/cpu/{module}.cpp",
-        "cuda_file": f"csrc/cuda/{module}.cu",
-        "not_implemented": {
-            d: cpp.cpp_string(f"{op.qualname} is not implemented on {d.upper()}: edit csrc/{d}/{module}.{'cpp' if d == 'cpu' else 'cu'}")
-            for d in op.devices
-        },
-        "cuda_kernel": f"{module}_kernel",
+        "cpu_file": files.kernels["cpu"],
+        "cuda_file": files.kernels["cuda"],
+        "not_implemented": {d: cpp.cpp_string(f"{op.qualname} is not implemented on {d.upper()}: edit {files.kernels[d]}") for d in op.devices},
+        "cuda_kernel": f"{op.module}_kernel",
         "local": _locals(op),
         "pybind": op.pybind,
     }
 
 
-def cpp_op_artifacts(project: Project, op: OpSpec, base: dict[str, Any], add: Callable[..., None]) -> list:
-    """Add the op's header, kernel stubs and Python module through `add`; returns nothing new."""
-    module = op.module
-    pkg = project.config.package
-    base["op"]["cpp"] = cpp_op_context(op, project.config)
-    add(f"csrc/{module}.h", "cpp/op.h.j2", _GENERATED, comment="//")
-    if "cpu" in op.devices:
-        add(f"csrc/cpu/{module}.cpp", "cpp/kernel_cpu.cpp.j2", _USER, comment="//")
-    if "cuda" in op.devices:
-        add(f"csrc/cuda/{module}.cu", "cpp/kernel_cuda.cu.j2", _USER, comment="//")
-    add(f"{pkg}/_generated/{module}.py", "python/cpp_op.py.j2", _GENERATED)
-    return []
-
-
-def cpp_project_context(project: Project) -> dict[str, Any]:
-    config = project.config
-    ops = [op for op in project.ops if op.backend == "cpp"]
-    contexts = [(op, cpp_op_context(op, config)) for op in ops]
-    devices = sorted({d for op in ops for d in op.devices})
-    stable = config.cpp_target == "stable"
+def cpp_project_context(config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mapping[str, Any]]], library_file: str) -> dict[str, Any]:
+    """The `cpp` variables of the project-wide C++ templates, from each C++ op and its `op.cpp` context."""
+    devices = sorted({d for op, _ in ops for d in op.devices})
     return {
         "target": config.cpp_target,
         "target_version": config.torch_target_version,
         "target_version_hex": cpp.target_version_hex(config.torch_target_version),
-        "library_file": "_C.abi3.so" if stable else "_C.so",
+        "library_file": library_file,
         "devices": devices,
         "dispatch_keys": {"cpu": "CPU", "cuda": "CUDA"},
-        "defs": [c["def_schema"] for _, c in contexts],
+        "defs": [c["def_schema"] for _, c in ops],
         "impls": {
-            d: [{"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for op, c in contexts if d in op.devices]
+            d: [{"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for op, c in ops if d in op.devices]
             for d in devices
         },
-        "headers": {d: [c["header"] for op, c in contexts if d in op.devices] for d in devices},
+        "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
         "backward_refusals": [
             {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
-            for op, c in contexts
+            for op, c in ops
             if refuses_backward_in_cpp(op)
         ],
         "pybind_ops": [
-            {"name": op.module, "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices], "header": c["header"], "doc": cpp.cpp_string(op.doc.strip() or op.qualname)}
-            for op, c in contexts
+            {
+                "name": op.module,
+                "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices],
+                "header": c["header"],
+                "doc": cpp.cpp_string(op.doc.strip() or op.qualname),
+            }
+            for op, c in ops
             if op.pybind
         ],
     }
-
-
-def cpp_project_artifacts(project: Project, context: dict[str, Any]) -> list:
-    from ..targets import Artifact
-
-    pkg = project.config.package
-    ctx = {**context, "cpp": cpp_project_context(project)}
-    items = [
-        ("csrc/registration.cpp", "cpp/registration.cpp.j2", _GENERATED, "//", {}),
-        (f"{pkg}/_library.py", "package/_library.py.j2", _GENERATED, "#", {}),
-        ("setup.py", "package/setup.py.j2", _USER, "#", {}),
-    ]
-    for device in ctx["cpp"]["devices"]:
-        items.append((f"csrc/registration_{device}.cpp", "cpp/registration_device.cpp.j2", _GENERATED, "//", {"device": device}))
-    if ctx["cpp"]["backward_refusals"]:
-        items.append(("csrc/registration_autograd.cpp", "cpp/registration_autograd.cpp.j2", _GENERATED, "//", {}))
-    if ctx["cpp"]["pybind_ops"]:
-        items.append(("csrc/pybind.cpp", "cpp/pybind.cpp.j2", _GENERATED, "//", {}))
-    return [
-        Artifact(path, template, owner, CONFIG_FILE, {**ctx, "header": header(CONFIG_FILE, comment), **extra})
-        for path, template, owner, comment, extra in items
-    ]

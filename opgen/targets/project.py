@@ -1,0 +1,71 @@
+"""Package-wide files, and every artifact of a project in one list."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ..api.context import op_context, ops_list, project_context
+from ..api.cpp_context import cpp_op_context, cpp_project_context
+from ..project import Project
+from ..spec.config import CONFIG_FILE
+from ..spec.model import OpSpec, ProjectConfig
+from . import GENERATED, Artifact, Context, header
+from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
+from .python import op_module_artifact, python_kernel_artifact, test_artifact
+
+__all__ = ["collect_artifacts", "package_artifacts"]
+
+
+def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]) -> list[Artifact]:
+    """The package's `__init__.py`, `_testing.py` and the tests' `conftest.py`."""
+    pkg = config.package
+    items = [
+        (f"{pkg}/__init__.py", "package/__init__.py.j2"),
+        (f"{pkg}/_generated/__init__.py", "package/empty_init.py.j2"),
+        (f"{pkg}/_testing.py", "package/_testing.py.j2"),
+        ("tests/conftest.py", "tests/conftest.py.j2"),
+    ]
+    if any(op.backend == "python" for op in ops):
+        items.append((f"{pkg}/kernels/__init__.py", "package/empty_init.py.j2"))
+    return [Artifact(path, template, GENERATED, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE)}) for path, template in items]
+
+
+def collect_artifacts(project: Project) -> list[Artifact]:
+    """Every file the project's specs make, sorted by path.
+
+    Project-wide values (the `project` variables, the library's `cpp`
+    variables) are computed once per run; an op's variables when one of its
+    templates first needs them.
+    """
+    config, ops = project.config, project.ops
+    shared = functools.cache(lambda: project_context(config, ops))
+    cpp_contexts = {op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op))) for op in ops if op.backend == "cpp"}
+
+    def op_base(op: OpSpec) -> Callable[[], Context]:
+        def build() -> Context:
+            context: dict[str, Any] = op_context(op, config)
+            if op.backend == "cpp":
+                context["cpp"] = cpp_contexts[op.module]()
+            return {"project": shared(), "op": context}
+
+        return functools.cache(build)
+
+    package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
+    artifacts = package_artifacts(config, ops, package_base)
+    if cpp_contexts:
+        cpp_ops = [op for op in ops if op.backend == "cpp"]
+        library = functools.cache(
+            lambda: {**package_base(), "cpp": cpp_project_context(config, [(op, cpp_contexts[op.module]()) for op in cpp_ops], library_file(config.cpp_target))}
+        )
+        artifacts += cpp_project_artifacts(config, ops, library)
+    for op in ops:
+        base = op_base(op)
+        artifacts.append(op_module_artifact(config, op, base))
+        if op.backend == "python":
+            artifacts.append(python_kernel_artifact(config, op, base))
+        else:
+            artifacts += cpp_op_artifacts(config, op, base)
+        artifacts.append(test_artifact(config, op, base))
+    return sorted(artifacts, key=lambda a: a.path)

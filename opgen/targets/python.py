@@ -1,0 +1,32 @@
+"""The Python side of every op: its generated module, its kernel stub (Python ops) and its tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..api.context import spec_path
+from ..spec.model import OpSpec, ProjectConfig
+from . import GENERATED, USER, Artifact, Context, header
+
+__all__ = ["op_module_artifact", "python_kernel_artifact", "test_artifact"]
+
+
+def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
+    """`<package>/_generated/<op>.py`: definition, fake, autograd and the typed wrapper."""
+    source = spec_path(op, config)
+    template = "python/op.py.j2" if op.backend == "python" else "python/cpp_op.py.j2"
+    path = f"{config.package}/_generated/{op.module}.py"
+    return Artifact(path, template, GENERATED, source, lambda: {**base(), "header": header(source)})
+
+
+def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
+    """`<package>/kernels/<op>.py`: the user's implementation of a Python op."""
+    source = spec_path(op, config)
+    path = f"{config.package}/kernels/{op.module}.py"
+    return Artifact(path, "python/kernel.py.j2", USER, source, lambda: {**base(), "header": header(source), "kernel_file": path})
+
+
+def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
+    """`tests/test_<op>.py`: the op's generated tests."""
+    source = spec_path(op, config)
+    return Artifact(f"tests/test_{op.module}.py", "tests/test_op.py.j2", GENERATED, source, lambda: {**base(), "header": header(source)})
