@@ -32,6 +32,7 @@ from pathlib import Path
 from .api.cpp import target_version_hex
 from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
+from .fs import ProjectFiles
 from .project import Project
 from .targets.cpp import AUTOGRAD_REGISTRATION, KERNEL_DIRS, PYBIND_SOURCE, REGISTRATION, device_registration, library_file, library_path, op_header
 
@@ -247,11 +248,12 @@ def _pybind_lines(tools: Toolchain, includes, defines, kernel_objects, output: s
 
 
 def write_ninja(root: Path, plan: BuildPlan) -> Path:
-    path = root / BUILD_DIR / "build.ninja"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file() or path.read_text(encoding="utf-8") != plan.ninja_text:
-        path.write_text(plan.ninja_text, encoding="utf-8")
-    return path
+    """Write `build/build.ninja` when its text changed (ninja rebuilds what its rules changed)."""
+    files = ProjectFiles(root)
+    rel = f"{BUILD_DIR}/build.ninja"
+    if files.read_text(rel) != plan.ninja_text:
+        files.write_text(rel, plan.ninja_text)
+    return files.path(rel)
 
 
 def foreign_symbols(library: Path) -> list[str]:
@@ -293,13 +295,14 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     notes = plan.notes + _cuda_notes(plan, tools, check_cuda)
     if status != 0:
         return BuildResult(False, f"build failed ({seconds:.1f} s): see the compiler messages above", plan, notes, seconds)
-    library = root / plan.library
+    files = ProjectFiles(root)
+    library = files.path(plan.library)
     other = library.with_name(library_file("classic" if project.config.cpp_target == "stable" else "stable"))
-    other.unlink(missing_ok=True)  # left by a build for the other cpp_target
+    files.unlink(other)  # left by a build for the other cpp_target
     if project.config.cpp_target == "stable":
         bad = foreign_symbols(library)
         if bad:
-            library.unlink()
+            files.unlink(library)
             shown = "\n    ".join(bad[:10]) + ("\n    ..." if len(bad) > 10 else "")
             return BuildResult(
                 False,

@@ -98,34 +98,15 @@ def new(
     devices: Annotated[str, typer.Option(help="Comma-separated devices: cpu, cuda.")] = "cpu",
 ) -> None:
     """Create an op (and the project, if the folder has none), then generate it."""
-    from .generate import generate as run
-    from .scaffold import DEFAULT_SCHEMA, fill_starter_bodies, new_op
-    from .spec.config import CONFIG_FILE
-    from .writer import atomic_write
+    from .new import new_op
 
     cwd = Path.cwd().resolve()
     try:
-        root, spec_path, spec_text, project_text = new_op(cwd, name, schema, backend, [d.strip() for d in devices.split(",") if d.strip()])
+        made = new_op(cwd, name, schema, backend, [d.strip() for d in devices.split(",") if d.strip()])
     except OpgenError as exc:
         raise _fail(exc, cwd)
-    written: list[Path] = []
-    try:
-        if project_text is not None:
-            atomic_write(root / CONFIG_FILE, project_text)
-            written.append(root / CONFIG_FILE)
-        atomic_write(spec_path, spec_text)
-        written.append(spec_path)
-        result = run(root)
-    except OpgenError as exc:
-        for path in written:  # leave nothing half-made behind
-            path.unlink(missing_ok=True)
-        raise _fail(exc, root)
-    if schema is None or schema.strip() == DEFAULT_SCHEMA:
-        fill_starter_bodies(root, result.changes, spec_path.relative_to(root).as_posix())
-    typer.echo(f"created {spec_path.relative_to(root)}")
-    _report(result, root)
-    compiled = any(c.path.startswith("csrc/") for c in result.changes if c.entry is not None and c.entry.source == spec_path.relative_to(root).as_posix())
-    typer.echo("next: fill in the kernel, then `opgen test`" + (" after `opgen build`" if compiled else ""))
+    _report(made.generated, made.root)
+    typer.echo("next: fill in the kernel, then `opgen test`" + (" after `opgen build`" if made.backend == "cpp" else ""))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

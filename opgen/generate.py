@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
 from .format import format_python
+from .fs import ProjectFiles
 from .manifest import Manifest, digest
 from .overrides import override_warnings
 from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact
 from .targets.project import collect_artifacts
-from .writer import Change, Rendered, apply_changes, needs_writing, plan_changes, project_lock
+from .writer import Change, Rendered, apply_changes, needs_writing, plan_changes
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -53,28 +55,45 @@ class GenerateResult:
 def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root: Path) -> Rendered:
     raw = renderer.render(artifact.template, artifact.context)
     render_sha = digest(f"{__version__}\0{raw}")
+    initial = None
+    if artifact.make_initial_context is not None:
+        initial = renderer.render(artifact.template, artifact.make_initial_context())
+        if artifact.is_python:
+            initial = format_python(initial, str(renderer.template_path(artifact.template)), artifact.path)
     previous = manifest.files.get(artifact.path)
     if artifact.is_python:
         if previous is not None and previous.render == render_sha:
             # Same render as last time: reuse the formatted text instead of running black again.
             if previous.base is not None:
-                return Rendered(artifact.path, artifact.owner, artifact.source, previous.base, render_sha)
+                return Rendered(artifact.path, artifact.owner, artifact.source, previous.base, render_sha, initial)
             on_disk = root / artifact.path
             if on_disk.is_file():
                 text = on_disk.read_text(encoding="utf-8")
                 if digest(text) == previous.sha256:
-                    return Rendered(artifact.path, artifact.owner, artifact.source, text, render_sha)
+                    return Rendered(artifact.path, artifact.owner, artifact.source, text, render_sha, initial)
         raw = format_python(raw, str(renderer.template_path(artifact.template)), artifact.path)
-    return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha)
+    return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha, initial)
 
 
-def render_all(project: Project, manifest: Manifest, templates: Path | None = None) -> list[Rendered]:
+def render_all(project: Project, manifest: Manifest, templates: Path | None = None, fresh_specs: frozenset[str] = frozenset()) -> list[Rendered]:
+    """Render and format every artifact of `project`. Reads only.
+
+    `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
+    """
     renderer = Renderer(templates or project.config.templates)
-    return [_render_one(renderer, a, manifest, project.root) for a in collect_artifacts(project)]
+    return [_render_one(renderer, a, manifest, project.root) for a in collect_artifacts(project, fresh_specs)]
 
 
-def generate(root: Path, *, check: bool = False, dry_run: bool = False, force: bool = False, templates: Path | None = None) -> GenerateResult:
-    """Regenerate every op of the project at `root`.
+def generate(
+    root: Path,
+    *,
+    check: bool = False,
+    dry_run: bool = False,
+    force: bool = False,
+    templates: Path | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> GenerateResult:
+    """Regenerate every op of the project at `root`; the library call behind `opgen generate`.
 
     Everything that can fail without writing runs first: loading and validating
     every spec (all problems raise together as OpgenError), rendering,
@@ -82,24 +101,30 @@ def generate(root: Path, *, check: bool = False, dry_run: bool = False, force: b
     the run take the project lock, plan again against what is on disk now and
     write. `check`/`dry_run` only plan; they create nothing, not even `.opgen/`.
     A file edited by hand (an "edited" change) stops the run before anything is
-    written.
+    written; `force` overwrites it instead. `templates` replaces the project's
+    template folder for this run.
+
+    `sources` are new project files (project-relative path -> text, e.g. a new
+    spec and opgen.toml) validated with the project as if they were on disk and
+    written by this same run: what `opgen new` hands over.
     """
-    project = load_project(root)
-    root = project.root
+    sources = dict(sources or {})
+    project = load_project(root, sources)
+    files = ProjectFiles(project.root)
     folder = templates or project.config.templates
-    warnings = override_warnings(root, folder)
-    manifest = Manifest.load(root)
-    rendered = render_all(project, manifest, folder)
-    changes = plan_changes(root, rendered, manifest, force)
+    warnings = override_warnings(files.root, folder)
+    manifest = Manifest.load(files.root)
+    rendered = render_all(project, manifest, folder, frozenset(sources))
+    changes = plan_changes(files, rendered, manifest, force, sources)
     if check or dry_run or any(c.action == "edited" for c in changes):
         return GenerateResult(changes, written=False, warnings=warnings)
-    if not needs_writing(root, changes, manifest):
+    if not needs_writing(files, changes, manifest):
         return GenerateResult(changes, written=True, warnings=warnings)
-    with project_lock(root):
+    with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
-        manifest = Manifest.load(root)
-        changes = plan_changes(root, rendered, manifest, force)
+        manifest = Manifest.load(files.root)
+        changes = plan_changes(files, rendered, manifest, force, sources)
         if any(c.action == "edited" for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)
-        apply_changes(root, changes, manifest)
+        apply_changes(files, changes, manifest)
     return GenerateResult(changes, written=True, warnings=warnings)

@@ -21,10 +21,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Manifest", "Entry", "digest", "STATE_DIR"]
+from .fs import STATE_DIR
 
-STATE_DIR = ".opgen"
-_FILE = "manifest.json"
+__all__ = ["Manifest", "Entry", "digest", "MANIFEST_FILE"]
+
+MANIFEST_FILE = f"{STATE_DIR}/manifest.json"
 _VERSION = 1
 
 
@@ -54,7 +55,7 @@ class Manifest:
 
     @classmethod
     def load(cls, root: Path) -> "Manifest":
-        path = root / STATE_DIR / _FILE
+        path = root / MANIFEST_FILE
         if not path.is_file():
             return cls()
         try:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
-from .manifest import STATE_DIR, digest
+from .fs import STATE_DIR, ProjectFiles
+from .manifest import digest
 from .render import builtin_templates_dir
 from .spec.config import CONFIG_FILE
 
@@ -70,10 +71,8 @@ def _records(root: Path) -> dict[str, dict[str, str]]:
     return data if isinstance(data, dict) else {}
 
 
-def _save_records(root: Path, records: dict[str, dict[str, str]]) -> None:
-    from .writer import atomic_write
-
-    atomic_write(root / _RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
+def _save_records(files: ProjectFiles, records: dict[str, dict[str, str]]) -> None:
+    files.write_text(_RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
 
 
 def _is_behind(root: Path, records: dict[str, dict[str, str]], name: str) -> bool:
@@ -124,36 +123,39 @@ def _check_name(name: str) -> None:
 
 
 def eject(root: Path, folder: Path | None, name: str) -> tuple[Path, bool]:
-    """Copy built-in `name` into the template folder; returns (the copy, whether opgen.toml was changed)."""
-    from .writer import atomic_write
+    """Copy built-in template `name` into the project's template folder for editing.
 
+    Records the built-in's hash (Note [Ejected templates]) and, when opgen.toml
+    names no template folder, sets `templates = "templates"` in it. Returns the
+    copy's path and whether opgen.toml was changed. Never overwrites an override.
+    """
     _check_name(name)
+    files = ProjectFiles(root)
     set_option = folder is None
-    folder = folder if folder is not None else root / DEFAULT_FOLDER
-    target = folder / name
+    folder = folder if folder is not None else files.root / DEFAULT_FOLDER
+    target = files.path(folder / name)
     if target.exists():
         raise OpgenError(Diagnostic(target, None, "this template is already overridden; opgen will not overwrite your copy", "delete it first to eject a fresh copy, or see `opgen templates diff`"))
     text = _builtin_text(name)
     if set_option:
-        _set_templates_option(root, DEFAULT_FOLDER)
-    atomic_write(target, text)
-    atomic_write(root / _ORIGINALS / name, text)
+        _set_templates_option(files, DEFAULT_FOLDER)
+    files.write_text(target, text)
+    files.write_text(f"{_ORIGINALS}/{name}", text)
     records = _records(root)
     records[name] = {"sha256": digest(text)}
-    _save_records(root, records)
+    _save_records(files, records)
     return target, set_option
 
 
 def acknowledge(root: Path, name: str) -> None:
-    """Record that the override of `name` is up to date with the current built-in."""
-    from .writer import atomic_write
-
+    """Record that the override of `name` is up to date with the current built-in (silences its warning)."""
     _check_name(name)
+    files = ProjectFiles(root)
     text = _builtin_text(name)
-    atomic_write(root / _ORIGINALS / name, text)
+    files.write_text(f"{_ORIGINALS}/{name}", text)
     records = _records(root)
     records[name] = {"sha256": digest(text)}
-    _save_records(root, records)
+    _save_records(files, records)
 
 
 def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
@@ -173,12 +175,9 @@ def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
 _OPTIONS_HEADER = re.compile(r"^\s*\[options\]\s*(#.*)?$", re.MULTILINE)
 
 
-def _set_templates_option(root: Path, folder: str) -> None:
+def _set_templates_option(files: ProjectFiles, folder: str) -> None:
     """Add `templates = "..."` under [options] in opgen.toml, keeping the rest of the file as it is."""
-    from .writer import atomic_write
-
-    path = root / CONFIG_FILE
-    text = path.read_text(encoding="utf-8")
+    text = files.read_text(CONFIG_FILE) or ""
     line = f'templates = "{folder}"      # template overrides, searched before the built-ins\n'
     match = _OPTIONS_HEADER.search(text)
     if match is None:
@@ -189,4 +188,4 @@ def _set_templates_option(root: Path, folder: str) -> None:
             text += "\n"
             end = len(text)
         text = text[:end] + line + text[end:]
-    atomic_write(path, text)
+    files.write_text(CONFIG_FILE, text)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
-from .manifest import STATE_DIR
+from .fs import STATE_DIR
 from .project_checks import project_problems
 from .spec.config import CONFIG_FILE, build_config
 from .spec.load import load_toml
@@ -40,12 +41,14 @@ def find_root(start: Path) -> Path | None:
 _SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
 
 
-def _spec_files(root: Path) -> list[Path]:
-    """The specs under ops/; hidden files (editor locks and backups) are skipped."""
+def _spec_files(root: Path, new: Iterable[str]) -> list[Path]:
+    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped."""
     folder = root / OPS_DIR
-    if not folder.is_dir() or not folder.resolve().is_relative_to(root):
+    if folder.exists() and not folder.resolve().is_relative_to(root):
         return []  # an ops/ leading outside the project is reported, not read
-    return sorted(p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith("."))
+    found = {p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")} if folder.is_dir() else set()
+    found |= {root / rel for rel in new if Path(rel).parent == Path(OPS_DIR)}
+    return sorted(found)
 
 
 def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]:
@@ -82,21 +85,24 @@ def _file_problems(root: Path, files: list[Path]) -> tuple[list[Diagnostic], lis
     return problems, good
 
 
-def load_project(root: Path) -> Project:
-    """Load and validate the project: every spec and every check across specs.
+def load_project(root: Path, sources: Mapping[str, str] | None = None) -> Project:
+    """Load and validate the project at `root`: every spec and every check across specs.
 
     All problems are collected into one list and raised together (OpgenError),
-    before anything is rendered or written.
+    before anything is rendered or written. `sources` (project-relative path ->
+    text) are files about to be written, e.g. a new spec and opgen.toml: they
+    are validated as if they were on disk.
     """
     root = root.resolve()
-    config = build_config(load_toml(root / CONFIG_FILE))
+    sources = sources or {}
+    config = build_config(load_toml(root / CONFIG_FILE, sources.get(CONFIG_FILE)))
     problems = _confinement_problems(root, config)
-    file_problems, files = _file_problems(root, _spec_files(root))
+    file_problems, files = _file_problems(root, _spec_files(root, sources))
     problems.extend(file_problems)
     docs = []
     for path in files:
         try:
-            docs.append(load_toml(path))
+            docs.append(load_toml(path, sources.get(path.relative_to(root).as_posix())))
         except OpgenError as exc:
             problems.extend(exc.diagnostics)
     op_names = frozenset(_declared_name(d.data) for d in docs) - {None}

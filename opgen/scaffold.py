@@ -1,45 +1,26 @@
-"""`opgen new`: create the project if needed and write a first spec for an op."""
+"""What `opgen new` writes: the text of a first spec for an op, and of `opgen.toml` for a new project.
+
+Nothing here writes: `opgen.new` hands the texts to generate's writer, which
+validates them with the project and writes them with the generated files.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
 from .project import OPS_DIR, find_root
 from .spec.config import CONFIG_FILE
 from .spec.names import RESERVED_NAMESPACES, identifier_problem, package_problem
+from .targets.cpp import kernel_path as cpp_kernel_path
+from .targets.python import kernel_path as python_kernel_path
 
-__all__ = ["DEFAULT_SCHEMA", "new_op", "STARTER_BODIES"]
+__all__ = ["DEFAULT_SCHEMA", "NewOp", "compose_new_op"]
 
 DEFAULT_SCHEMA = "(Tensor x) -> Tensor"
-
-# The default op is a working sine so the first `opgen test` passes; these
-# replace the "not implemented" line of the fresh kernel stub.
-STARTER_BODIES = {
-    "python": ("raise NotImplementedError(", "return torch.sin(x)"),
-    # C++ ops: only the CPU stub (csrc/cpu/*.cpp) gets a body; the CUDA stub stays a stub.
-    "cpp_stable": (
-        "STD_TORCH_CHECK(false, ",
-        "\n  ".join(
-            [
-                "auto out = torch::stable::empty_like(x_c);",
-                "auto sine = [&](auto* dst, const auto* src) {",
-                "  torch::stable::parallel_for(0, x_c.numel(), 4096, [&](int64_t begin, int64_t end) {",
-                "    for (int64_t i = begin; i < end; ++i) dst[i] = std::sin(src[i]);",
-                "  });",
-                "};",
-                "if (x_c.scalar_type() == torch::headeronly::ScalarType::Double) {",
-                "  sine(out.mutable_data_ptr<double>(), x_c.const_data_ptr<double>());",
-                "} else {",
-                "  sine(out.mutable_data_ptr<float>(), x_c.const_data_ptr<float>());",
-                "}",
-                "return out;",
-            ]
-        ),
-    ),
-    "cpp_classic": ("TORCH_CHECK(false, ", "return x_c.sin();  // full ATen is available: write your kernel here"),
-}
 
 _PROJECT_TEMPLATE = """\
 # opgen project: one spec per op under ops/, generated code in {package}/ and tests/.
@@ -172,8 +153,18 @@ def _split_name(qualname: str) -> tuple[str, str]:
     return namespace, name
 
 
-def new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, devices: list[str]) -> tuple[Path, Path, str, str | None]:
-    """Plan a new op: (project root, spec path, spec text, project file text or None)."""
+@dataclass(frozen=True)
+class NewOp:
+    """A new op's files, not yet written: `sources` maps project-relative paths to text."""
+
+    root: Path
+    spec: str  # the spec's path, project-relative
+    backend: str
+    sources: dict[str, str]
+
+
+def compose_new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, devices: Sequence[str]) -> NewOp:
+    """The spec of a new op (and opgen.toml when `cwd` is in no project); raises OpgenError for bad arguments."""
     namespace, name = _split_name(qualname)
     root = find_root(cwd)
     created_project = root is None
@@ -187,47 +178,25 @@ def new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, de
         backend = build_config(load_toml(root / CONFIG_FILE)).backend
     if backend not in ("python", "cpp"):
         raise OpgenError(Diagnostic(None, None, f"--backend must be 'python' or 'cpp', not {backend!r}", ""))
+    devices = list(devices)
     bad = [d for d in devices if d not in ("cpu", "cuda")]
     if bad or not devices:
         raise OpgenError(Diagnostic(None, None, f"--devices takes cpu and/or cuda, not {', '.join(bad) or 'nothing'}", "e.g. --devices cpu,cuda"))
-    spec_path = root / OPS_DIR / f"{name}.toml"
-    if spec_path.exists():
-        raise OpgenError(Diagnostic(spec_path, None, f"{qualname} already has a spec", "edit it and run `opgen generate`"))
+    spec = f"{OPS_DIR}/{name}.toml"
+    if (root / spec).exists():
+        raise OpgenError(Diagnostic(root / spec, None, f"{qualname} already has a spec", "edit it and run `opgen generate`"))
     # The package takes the namespace's name unless that would shadow a module generated code imports.
     package = namespace if package_problem(namespace) is None else f"{namespace}_ops"
-    kernel = f"csrc/cpu/{name}.cpp" if backend == "cpp" else f"{package if created_project else 'the package'}/kernels/{name}.py"
+    kernel = cpp_kernel_path(name, "cpu") if backend == "cpp" else python_kernel_path(package if created_project else "the package", name)
     if schema is None or schema.strip() == DEFAULT_SCHEMA:
         text = _SINE_SPEC.format(qualname=qualname, schema=DEFAULT_SCHEMA, kernel=kernel, devices=_toml_list(devices), backend=backend)
     else:
         text = _custom_spec(qualname, schema.strip(), devices, backend)
-    project_text = _PROJECT_TEMPLATE.format(namespace=namespace, package=package, backend=backend) if created_project else None
-    return root, spec_path, text, project_text
+    sources = {spec: text}
+    if created_project:
+        sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(namespace=namespace, package=package, backend=backend)
+    return NewOp(root, spec, backend, sources)
 
 
 def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
-
-def fill_starter_bodies(root: Path, changes, spec_source: str) -> None:
-    """Give the new default op's fresh CPU kernel a working body.
-
-    This is a user edit on top of the scaffold (the manifest keeps the stub as
-    the merge base), so later regenerations treat the body as the user's.
-    """
-    from .writer import atomic_write
-
-    for change in changes:
-        entry = change.entry
-        if change.action != "create" or entry is None or entry.owner != "user" or entry.source != spec_source:
-            continue
-        if change.path.endswith(".cu") or change.path == "setup.py":
-            continue  # the starter sine is a CPU kernel; CUDA stubs stay stubs
-        path = root / change.path
-        lines = path.read_text(encoding="utf-8").splitlines(True)
-        for marker, body in STARTER_BODIES.values():
-            for i, line in enumerate(lines):
-                if line.lstrip().startswith(marker):
-                    indent = line[: len(line) - len(line.lstrip())]
-                    lines[i] = indent + body + "\n"
-                    break
-        atomic_write(path, "".join(lines))

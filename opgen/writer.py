@@ -1,23 +1,21 @@
-"""The one place that writes into a project.
+"""The one writer of `opgen generate` (and `opgen new`, which hands it the new spec).
 
 It compares what opgen renders now with what is on disk and with what it
 wrote last time (the manifest), decides per file what to do, and then writes
-atomically under a lock. See Note [Ownership] in targets/__init__.py and
-Note [Manifest journal] in manifest.py.
+under the project lock through `ProjectFiles` (Note [Confined writes] in
+fs.py). See Note [Ownership] in targets/__init__.py and Note [Manifest
+journal] in manifest.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator
 
 from .errors import Diagnostic, OpgenError
-from .manifest import STATE_DIR, Entry, Manifest, digest
+from .fs import STATE_DIR, ProjectFiles
+from .manifest import MANIFEST_FILE, Entry, Manifest, digest
 from .merge import has_conflict_markers, merge3
 from .targets import GENERATED, GENERATED_MARK, USER
 
@@ -27,10 +25,7 @@ __all__ = [
     "plan_changes",
     "apply_changes",
     "needs_writing",
-    "atomic_write",
-    "project_lock",
     "unified_diff",
-    "GENERATED_MARK",
     "BACKUP_DIR",
 ]
 
@@ -45,8 +40,9 @@ class Rendered:
     path: str
     owner: str
     source: str
-    content: str
+    content: str  # the render: a generated file's text, a user file's scaffold (its merge base)
     render_sha: str = ""
+    initial: str | None = None  # a fresh user file's first text when it differs from the scaffold (a starter body)
 
 
 @dataclass(frozen=True)
@@ -68,34 +64,22 @@ class Change:
         return _WRITES.get(self.action, False)
 
 
-def _read(path: Path) -> str | None:
-    """The file exactly as it is (no newline translation), or None when absent."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise OpgenError(Diagnostic(path, None, f"cannot read this file opgen manages: {exc}", "move it away; opgen will write it again")) from None
-
-
-def _inside(root: Path, rel: str) -> Path:
-    target = root / rel
-    if not target.resolve().is_relative_to(root.resolve()):
-        raise OpgenError(Diagnostic(target, None, "refusing to write outside the project (the path or a symlink leads out)", "remove the symlink or fix the path"))
-    return target
-
-
 def _same(a: str, b: str) -> bool:
     return a == b or a.replace("\r\n", "\n") == b.replace("\r\n", "\n")
 
 
-def plan_changes(root: Path, rendered: list[Rendered], manifest: Manifest, force: bool = False) -> list[Change]:
-    """Decide, for every file opgen owns or once owned, what a run does. Reads only."""
-    changes: list[Change] = []
+def plan_changes(
+    files: ProjectFiles, rendered: list[Rendered], manifest: Manifest, force: bool = False, sources: Mapping[str, str] | None = None
+) -> list[Change]:
+    """Decide, for every file opgen owns or once owned, what a run does. Reads only.
+
+    `sources` are new project files (path -> text) that `opgen new` composed: a
+    spec, and `opgen.toml` for a new project. They are created, never tracked.
+    """
+    changes = [_plan_source(path, text, files.read_text(path)) for path, text in sorted((sources or {}).items())]
     wanted = {r.path for r in rendered}
     for item in rendered:
-        current = _read(_inside(root, item.path))
+        current = files.read_text(item.path)
         previous = manifest.files.get(item.path)
         if item.owner == GENERATED:
             changes.append(_plan_generated(item, current, previous, force))
@@ -103,8 +87,16 @@ def plan_changes(root: Path, rendered: list[Rendered], manifest: Manifest, force
             changes.append(_plan_user(item, current, previous))
     for path, entry in sorted(manifest.files.items()):
         if path not in wanted:
-            changes.append(_plan_orphan(path, entry, _read(_inside(root, path)), force))
+            changes.append(_plan_orphan(path, entry, files.read_text(path), force))
     return changes
+
+
+def _plan_source(path: str, text: str, current: str | None) -> Change:
+    if current is None:
+        return Change(path, "create", None, text, None)
+    if _same(current, text):
+        return Change(path, "unchanged", current, current, None)
+    raise OpgenError(Diagnostic(None, None, f"{path} appeared while opgen was creating it; nothing was written", "run the command again"))
 
 
 def _plan_orphan(path: str, entry: Entry, current: str | None, force: bool) -> Change:
@@ -150,7 +142,8 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     if current is None:
         if previous is not None:
             return Change(item.path, "keep", None, None, previous, "you deleted this file; opgen leaves it deleted (remove it from .opgen/manifest.json to get a fresh scaffold)")
-        return Change(item.path, "create", None, scaffold, entry(scaffold))
+        first = scaffold if item.initial is None else item.initial
+        return Change(item.path, "create", None, first, entry(first))
     if previous is None or previous.base is None:
         if _same(current, scaffold):
             return Change(item.path, "unchanged", current, current, entry(current))
@@ -170,114 +163,57 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     return Change(item.path, action, current, result.text, entry(result.text))
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash leaves old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _sweep_temporaries(path: Path) -> None:
-    """Remove temporaries that a killed `atomic_write` of `path` left behind."""
-    if path.parent.is_dir():
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):
-            with contextlib.suppress(OSError):
-                stale.unlink()
-
-
-@contextlib.contextmanager
-def project_lock(root: Path) -> Iterator[None]:
-    """Serialize runs on one project: a second run waits for the first."""
-    state = root / STATE_DIR
-    state.mkdir(exist_ok=True)
-    ignore = state / ".gitignore"
-    if not ignore.exists() or "cache/" not in ignore.read_text(encoding="utf-8"):
-        # commit the manifest and template records; not the lock, backups or caches
-        atomic_write(ignore, "lock\nbackup/\ncache/\n")
-    with open(state / "lock", "a+") as handle:
-        try:
-            import fcntl
-        except ImportError:  # Windows
-            import msvcrt
-
-            handle.seek(0)
-            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
-            try:
-                yield
-            finally:
-                handle.seek(0)
-                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-            return
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _backup(root: Path, rel: str, text: str) -> None:
+def _backup(files: ProjectFiles, rel: str, text: str) -> None:
     """Save the user's version before a conflicting merge; an older, different backup is kept as NAME.N."""
-    target = root / BACKUP_DIR / rel
-    existing = _read(target)
+    target = f"{BACKUP_DIR}/{rel}"
+    existing = files.read_text(target)
     if existing == text:
         return
     if existing is not None:
         n = 1
-        while target.with_name(f"{target.name}.{n}").exists():
+        while files.exists(f"{target}.{n}"):
             n += 1
-        os.replace(target, target.with_name(f"{target.name}.{n}"))
-    atomic_write(target, text)
+        files.replace(target, f"{target}.{n}")
+    files.write_text(target, text)
 
 
 def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
     """The manifest as it is once every change is written."""
-    files = dict(manifest.files)
+    entries = dict(manifest.files)
     for change in changes:
         if change.entry is None:
-            files.pop(change.path, None)
+            entries.pop(change.path, None)
         elif change.action != "edited":
-            files[change.path] = change.entry
-    return Manifest(files)
+            entries[change.path] = change.entry
+    return Manifest(entries)
 
 
-def needs_writing(root: Path, changes: list[Change], manifest: Manifest) -> bool:
+def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> bool:
     """Whether applying `changes` writes anything: a file, a removal or the manifest."""
     if any(c.writes or (c.action == "remove" and c.old is not None) for c in changes):
         return True
-    return _read(root / STATE_DIR / "manifest.json") != _settled(manifest, changes).dumps()
+    return files.read_text(MANIFEST_FILE) != _settled(manifest, changes).dumps()
 
 
-def apply_changes(root: Path, changes: list[Change], manifest: Manifest) -> None:
-    """Write every change, then the manifest; call under `project_lock`. Note [Manifest journal]."""
-    manifest_path = root / STATE_DIR / "manifest.json"
-    manifest.pending = {c.path: c.entry for c in changes if c.writes}
+def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
+    """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal]."""
+    manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
     manifest.pending.update({c.path: None for c in changes if c.action == "remove" and c.old is not None})
     if manifest.pending:
-        atomic_write(manifest_path, manifest.dumps())
+        files.write_text(MANIFEST_FILE, manifest.dumps())
     for change in changes:
-        target = root / change.path
-        _sweep_temporaries(target)
+        files.sweep_temporaries(change.path)
         if change.action == "conflict" and change.old is not None:
-            _backup(root, change.path, change.old)
+            _backup(files, change.path, change.old)
         if change.writes and change.new is not None:
-            atomic_write(target, change.new)
-        elif change.action == "remove" and target.exists():
-            target.unlink()
+            files.write_text(change.path, change.new)
+        elif change.action == "remove":
+            files.unlink(change.path)
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()
-    if _read(manifest_path) != text:
-        atomic_write(manifest_path, text)
+    if files.read_text(MANIFEST_FILE) != text:
+        files.write_text(MANIFEST_FILE, text)
 
 
 def unified_diff(change: Change) -> str:

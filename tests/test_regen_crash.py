@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import opgen.writer as writer
+import opgen.fs as fs
 from opgen.generate import generate
 from opgen.manifest import Manifest
 
@@ -63,10 +63,10 @@ class _Killed(BaseException):
 
 def _count_writes(root: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     calls = []
-    real = writer.atomic_write
-    monkeypatch.setattr(writer, "atomic_write", lambda path, text: (calls.append(path), real(path, text)))
+    real = fs.atomic_write
+    monkeypatch.setattr(fs, "atomic_write", lambda path, text: (calls.append(path), real(path, text)))
     generate(root)
-    monkeypatch.setattr(writer, "atomic_write", real)
+    monkeypatch.setattr(fs, "atomic_write", real)
     return len(calls)
 
 
@@ -78,7 +78,7 @@ def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.
     expected_manifest = Manifest.load(reference).files
     for kill_at in range(writes):
         root = _project(tmp_path / f"killed{kill_at}")
-        real = writer.atomic_write
+        real = fs.atomic_write
         count = [0]
 
         def dying(path: Path, text: str) -> None:
@@ -87,10 +87,10 @@ def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.
             count[0] += 1
             real(path, text)
 
-        monkeypatch.setattr(writer, "atomic_write", dying)
+        monkeypatch.setattr(fs, "atomic_write", dying)
         with pytest.raises(_Killed):
             generate(root)
-        monkeypatch.setattr(writer, "atomic_write", real)
+        monkeypatch.setattr(fs, "atomic_write", real)
         # whatever survived: "mine" is in the kernel, old or merged, never half-written
         assert "return x  # mine" in (root / KERNEL).read_text()
         result = generate(root)
@@ -109,7 +109,7 @@ def test_atomic_write_leaves_old_content_when_interrupted(tmp_path: Path, monkey
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(_Killed):
-        writer.atomic_write(target, "new\n" * 1000)
+        fs.atomic_write(target, "new\n" * 1000)
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["f.py"]  # no temporary left behind
 
@@ -126,7 +126,7 @@ def test_atomic_write_keeps_file_mode(tmp_path: Path) -> None:
     target = tmp_path / "run.sh"
     target.write_text("old\n")
     target.chmod(0o755)
-    writer.atomic_write(target, "new\n")
+    fs.atomic_write(target, "new\n")
     assert target.stat().st_mode & 0o777 == 0o755 and target.read_text() == "new\n"
 
 
@@ -134,7 +134,7 @@ def test_second_run_waits_for_the_lock(tmp_path: Path) -> None:
     root = _project(tmp_path / "p")
     done = threading.Event()
     thread = threading.Thread(target=lambda: (generate(root), done.set()))
-    with writer.project_lock(root):
+    with fs.ProjectFiles(root).lock():
         thread.start()
         time.sleep(0.6)
         assert not done.is_set()  # blocked on the lock; nothing written yet

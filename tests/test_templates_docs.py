@@ -10,7 +10,7 @@ import pytest
 
 from opgen.overrides import builtin_names
 from opgen.project import load_project
-from opgen.scaffold import new_op
+from opgen.scaffold import compose_new_op
 from opgen.targets.project import collect_artifacts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "templates.md"
@@ -41,13 +41,11 @@ def _flatten(value: Any, prefix: str, out: set[str]) -> None:
 def contexts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     root = tmp_path_factory.mktemp("docs_project")
     for name, schema, backend, devices in _OPS:
-        _, spec_path, spec, project_text = new_op(root, name, schema, backend, devices)
-        if project_text is not None:
-            (root / "opgen.toml").write_text(project_text)
-        spec_path.parent.mkdir(exist_ok=True)
-        if name == "mylib::scaled":
-            spec = spec.replace("backend =", "per_device = true\nbackend =", 1)
-        spec_path.write_text(spec)
+        for path, text in compose_new_op(root, name, schema, backend, devices).sources.items():
+            if name == "mylib::scaled":
+                text = text.replace("backend =", "per_device = true\nbackend =", 1)
+            (root / path).parent.mkdir(exist_ok=True)
+            (root / path).write_text(text)
     variables: dict[str, set[str]] = {}
     for artifact in collect_artifacts(load_project(root)):
         _flatten(artifact.context, "", variables.setdefault(artifact.template, set()))

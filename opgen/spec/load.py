@@ -96,19 +96,10 @@ def _toml_hint(message: str) -> str:
     return next((hint for needle, hint in _TOML_HINTS if needle in message), _TOML_HINT)
 
 
-def load_toml(path: Path) -> LoadedToml:
-    """Parse `path`; a syntax error becomes a diagnostic at its line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}", "check that the file exists and is readable")) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise OpgenError(
-            Diagnostic(path, line, f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason})", "save the file as UTF-8")
-        ) from None
+def load_toml(path: Path, text: str | None = None) -> LoadedToml:
+    """Parse `path` (or `text`, the content it is about to have); a syntax error becomes a diagnostic at its line."""
+    if text is None:
+        text = _read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -120,3 +111,17 @@ def load_toml(path: Path) -> LoadedToml:
     except RecursionError:
         raise OpgenError(Diagnostic(path, None, "invalid TOML: nested too deeply", "flatten the nested arrays or tables")) from None
     return LoadedToml(path, data, _scan_lines(text))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}", "check that the file exists and is readable")) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise OpgenError(
+            Diagnostic(path, line, f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason})", "save the file as UTF-8")
+        ) from None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ..api.context import spec_path
 from ..api.cpp_context import CppFiles
 from ..api.fastpath import refuses_backward_in_cpp
+from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
 from . import GENERATED, USER, Artifact, Context, header
@@ -22,6 +23,7 @@ __all__ = [
     "PYBIND_SOURCE",
     "KERNEL_DIRS",
     "cpp_files",
+    "kernel_path",
     "library_file",
     "library_path",
     "device_registration",
@@ -47,9 +49,14 @@ def device_registration(device: str) -> str:
     return f"{CSRC}/registration_{device}.cpp"
 
 
+def kernel_path(module: str, device: str) -> str:
+    """The user's kernel file of a C++ op on `device`."""
+    folder, suffix = KERNEL_DIRS[device]
+    return f"{folder}/{module}{suffix}"
+
+
 def cpp_files(op: OpSpec) -> CppFiles:
-    kernels = {device: f"{folder}/{op.module}{suffix}" for device, (folder, suffix) in KERNEL_DIRS.items()}
-    return CppFiles(header=f"{op.module}.h", kernels=kernels)
+    return CppFiles(header=f"{op.module}.h", kernels={device: kernel_path(op.module, device) for device in KERNEL_DIRS})
 
 
 def library_file(target: str) -> str:
@@ -61,19 +68,28 @@ def library_path(config: ProjectConfig) -> str:
     return f"{config.package}/{library_file(config.cpp_target)}"
 
 
-def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> list[Artifact]:
-    """The op's header and kernel stubs (its Python module is in `targets.python`)."""
+def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False) -> list[Artifact]:
+    """The op's header and kernel stubs (its Python module is in `targets.python`).
+
+    `fresh`: the op's spec is being created; its CPU kernel starts with a starter body where opgen has one.
+    """
     source = spec_path(op, config)
     files = cpp_files(op)
 
-    def add(path: str, template: str, owner: str) -> Artifact:
-        return Artifact(path, template, owner, source, lambda: {**base(), "header": header(source, "//")})
+    def context() -> Context:
+        return {**base(), "header": header(source, "//")}
 
-    out = [add(op_header(op.module), "cpp/op.h.j2", GENERATED)]
+    out = [Artifact(op_header(op.module), "cpp/op.h.j2", GENERATED, source, context)]
     if "cpu" in op.devices:
-        out.append(add(files.kernels["cpu"], "cpp/kernel_cpu.cpp.j2", USER))
+        body = starter(op) if fresh else None
+
+        def cpu_context() -> Context:
+            return {**context(), "starter": None}
+
+        initial = (lambda: {**cpu_context(), "starter": list(body.cpu)}) if body and body.cpu else None
+        out.append(Artifact(files.kernels["cpu"], "cpp/kernel_cpu.cpp.j2", USER, source, cpu_context, initial))
     if "cuda" in op.devices:
-        out.append(add(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", USER))
+        out.append(Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", USER, source, context))
     return out
 
 

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..api.context import op_context, ops_list, project_context
+from ..api.context import op_context, ops_list, project_context, spec_path
 from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..project import Project
 from ..spec.config import CONFIG_FILE
@@ -32,12 +32,13 @@ def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Call
     return [Artifact(path, template, GENERATED, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE)}) for path, template in items]
 
 
-def collect_artifacts(project: Project) -> list[Artifact]:
+def collect_artifacts(project: Project, fresh_specs: frozenset[str] = frozenset()) -> list[Artifact]:
     """Every file the project's specs make, sorted by path.
 
     Project-wide values (the `project` variables, the library's `cpp`
     variables) are computed once per run; an op's variables when one of its
-    templates first needs them.
+    templates first needs them. Ops whose spec is in `fresh_specs` (created by
+    this run) get starter bodies in their fresh kernel files.
     """
     config, ops = project.config, project.ops
     shared = functools.cache(lambda: project_context(config, ops))
@@ -62,10 +63,11 @@ def collect_artifacts(project: Project) -> list[Artifact]:
         artifacts += cpp_project_artifacts(config, ops, library)
     for op in ops:
         base = op_base(op)
+        fresh = spec_path(op, config) in fresh_specs
         artifacts.append(op_module_artifact(config, op, base))
         if op.backend == "python":
-            artifacts.append(python_kernel_artifact(config, op, base))
+            artifacts.append(python_kernel_artifact(config, op, base, fresh))
         else:
-            artifacts += cpp_op_artifacts(config, op, base)
+            artifacts += cpp_op_artifacts(config, op, base, fresh)
         artifacts.append(test_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..api.context import spec_path
+from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
 from . import GENERATED, USER, Artifact, Context, header
 
-__all__ = ["op_module_artifact", "python_kernel_artifact", "test_artifact"]
+__all__ = ["kernel_path", "op_module_artifact", "python_kernel_artifact", "test_artifact"]
+
+
+def kernel_path(package: str, module: str) -> str:
+    """The user's kernel file of a Python op."""
+    return f"{package}/kernels/{module}.py"
 
 
 def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
@@ -19,11 +25,20 @@ def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Con
     return Artifact(path, template, GENERATED, source, lambda: {**base(), "header": header(source)})
 
 
-def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
-    """`<package>/kernels/<op>.py`: the user's implementation of a Python op."""
+def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False) -> Artifact:
+    """`<package>/kernels/<op>.py`: the user's implementation of a Python op.
+
+    `fresh`: the op's spec is being created; its kernel starts with a starter body where opgen has one.
+    """
     source = spec_path(op, config)
-    path = f"{config.package}/kernels/{op.module}.py"
-    return Artifact(path, "python/kernel.py.j2", USER, source, lambda: {**base(), "header": header(source), "kernel_file": path})
+    path = kernel_path(config.package, op.module)
+
+    def context() -> Context:
+        return {**base(), "header": header(source), "kernel_file": path, "starter": None}
+
+    body = starter(op) if fresh else None
+    initial = (lambda: {**context(), "starter": list(body.python)}) if body and body.python else None
+    return Artifact(path, "python/kernel.py.j2", USER, source, context, initial)
 
 
 def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:

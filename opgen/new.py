@@ -1,0 +1,33 @@
+"""`opgen new` as a library call: compose a new op's spec and generate it in one run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .generate import GenerateResult, generate
+from .scaffold import compose_new_op
+
+__all__ = ["NewResult", "new_op"]
+
+
+@dataclass(frozen=True)
+class NewResult:
+    root: Path
+    spec: str  # the new spec, project-relative
+    backend: str
+    generated: GenerateResult
+
+
+def new_op(cwd: Path, qualname: str, schema: str | None = None, backend: str | None = None, devices: Sequence[str] = ("cpu",)) -> NewResult:
+    """Create op `qualname` ("namespace::op"), and the project when `cwd` is in none, then generate it.
+
+    The new spec (and opgen.toml) go to generate's writer with the generated
+    files: they are validated with the rest of the project first, so a failing
+    call writes nothing. Without `schema` the op is an elementwise sine whose
+    kernel starts with a working body (Note [Starter bodies]). Raises
+    OpgenError with every problem found.
+    """
+    plan = compose_new_op(cwd.resolve(), qualname, schema, backend, devices)
+    return NewResult(plan.root, plan.spec, plan.backend, generate(plan.root, sources=plan.sources))
