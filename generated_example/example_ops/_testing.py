@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import torch
 
+from ._runtime import MISSING
+
 __all__ = [
     "TensorSpec",
     "device_params",
@@ -17,6 +19,7 @@ __all__ = [
     "tolerances",
     "check_reference",
     "check_opcheck",
+    "check_private_bindings",
     "check_gradients",
     "check_double_backward_refused",
     "check_compile",
@@ -162,6 +165,14 @@ def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
             break
         args.append(kwargs.pop(argument.name))
     return args, kwargs
+
+
+def check_private_bindings() -> None:
+    """The private torch names the typed wrappers use (_runtime.py) all exist in this torch."""
+    assert not MISSING, (
+        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers take the "
+        "regular dispatch path (correct, slower); regenerate the project with a newer opgen"
+    )
 
 
 def check_opcheck(op, samples, device, dtype, differentiable=()) -> None:

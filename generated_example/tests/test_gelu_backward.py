@@ -3,16 +3,15 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import example_ops  # noqa: F401  (registers the operators)
 from example_ops._generated.gelu_backward import gelu_backward as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
-    check_double_backward_refused,
     check_gradients,
     check_opcheck,
+    check_private_bindings,
     check_reference,
     device_params,
 )
@@ -48,6 +47,10 @@ def reference(grad_out, x):
 def test_matches_reference(device, dtype):
     check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
     check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+
+
+def test_private_torch_bindings():
+    check_private_bindings()
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -12,6 +12,7 @@ from typing import Any
 from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
+from .imports import module_imports, test_imports, testing_names
 from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["op_context", "project_context", "ops_list", "spec_path"]
@@ -89,6 +90,9 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "test_dtypes": list(op.test.dtypes),
         "atol": repr(op.test.atol),
         "rtol": repr(op.test.rtol),
+        "module_imports": module_imports(op, op.fake.outputs),
+        "test_imports": test_imports(op),
+        "testing_names": testing_names(op, differentiable),
     }
 
 

@@ -45,7 +45,7 @@ RESERVED_OP_NAMES = frozenset(
     "torch math F Tensor Sequence once_differentiable annotations "
     "_kernels _handle _lib _fake _backward _setup_context "
     # the wrapper's bindings (Note [Autograd fast path])
-    "_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
+    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
 )
 
 # Packages the generated code imports by name: a project package with one of these

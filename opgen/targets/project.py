@@ -19,12 +19,13 @@ __all__ = ["collect_artifacts", "package_artifacts"]
 
 
 def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]) -> list[Artifact]:
-    """The package's `__init__.py`, `_testing.py` and the tests' `conftest.py`."""
+    """The package's `__init__.py`, `_testing.py`, `_runtime.py` and the tests' `conftest.py`."""
     pkg = config.package
     items = [
         (f"{pkg}/__init__.py", "package/__init__.py.j2"),
         (f"{pkg}/_generated/__init__.py", "package/empty_init.py.j2"),
         (f"{pkg}/_testing.py", "package/_testing.py.j2"),
+        (f"{pkg}/_runtime.py", "package/_runtime.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
     ]
     if any(op.backend == "python" for op in ops):

@@ -8,15 +8,11 @@ what torch.compile and autograd need: the fake kernel and the gradient formulas.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
+from .._runtime import direct_call as _direct_call
 
 __all__ = ["add_out"]
 
@@ -29,9 +25,7 @@ def _fake(a, b, out):
 
 
 _handle = torch.ops.example.add_out.default
-# Note [Autograd fast path] (opgen/api/fastpath.py): outside torch.compile, call
-# the overload's C++ callable directly.
-_call = _handle._op
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
 _compiling = torch.compiler.is_compiling
 
 

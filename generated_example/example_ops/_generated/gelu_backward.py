@@ -9,14 +9,19 @@ what torch.compile and autograd need: the fake kernel and the gradient formulas.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
+from .._runtime import (
+    AUTOGRAD as _AUTOGRAD,
+    any_requires_grad as _any_requires_grad,
+    direct_call as _direct_call,
+    is_excluded as _excluded,
+    set_excluded as _exclude,
+    transforms_active as _transforms_active,
+)
 
 __all__ = ["gelu_backward"]
 
@@ -68,22 +73,18 @@ torch.library.register_autograd("example::gelu_backward", _backward, setup_conte
 
 
 _handle = torch.ops.example.gelu_backward.default
-# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
-# grad, call below autograd directly instead of through the Python autograd kernel.
-_call = _handle._op
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
-_any_requires_grad = torch._C._any_requires_grad
-_transforms_active = torch._C._are_functorch_transforms_active
-_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
-_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def gelu_backward(grad_out: Tensor, x: Tensor) -> Tensor:
     """Gradient of example::gelu (tanh approximation): grad_out * gelu'(x)."""
     if _compiling():
         return _handle(grad_out, x)
+    # Nothing requires grad (and no torch.func transform is active): call the op
+    # below autograd, skipping its Python autograd kernel, which would only
+    # redispatch. The key is restored as it was, also when the kernel raises.
     if (_grad_enabled() and _any_requires_grad(grad_out, x)) or _transforms_active():
         return _call(grad_out, x)
     _below = _excluded(_AUTOGRAD)

@@ -8,15 +8,18 @@ what torch.compile and autograd need: the fake kernel and the gradient formulas.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
+from .._runtime import (
+    AUTOGRAD as _AUTOGRAD,
+    any_requires_grad as _any_requires_grad,
+    direct_call as _direct_call,
+    is_excluded as _excluded,
+    set_excluded as _exclude,
+    transforms_active as _transforms_active,
+)
 
 __all__ = ["layer_norm_backward"]
 
@@ -50,16 +53,9 @@ torch.library.register_autograd(
 
 
 _handle = torch.ops.example.layer_norm_backward.default
-# Note [Autograd fast path] (opgen/api/fastpath.py): with nothing requiring
-# grad, call below autograd directly instead of through the Python autograd kernel.
-_call = _handle._op
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
-_any_requires_grad = torch._C._any_requires_grad
-_transforms_active = torch._C._are_functorch_transforms_active
-_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
-_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-_exclude = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 def layer_norm_backward(
@@ -68,6 +64,9 @@ def layer_norm_backward(
     """Gradients of example::layer_norm with respect to x, weight and bias."""
     if _compiling():
         return _handle(grad_out, x, weight, eps)
+    # Nothing requires grad (and no torch.func transform is active): call the op
+    # below autograd, skipping its Python autograd kernel, which would only
+    # redispatch. The key is restored as it was, also when the kernel raises.
     if (_grad_enabled() and _any_requires_grad(grad_out, x, weight)) or _transforms_active():
         return _call(grad_out, x, weight, eps)
     _below = _excluded(_AUTOGRAD)
