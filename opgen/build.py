@@ -33,10 +33,24 @@ from .api.cpp import target_version_hex
 from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
-from .project import Project
+from .project import Project, load_project
+from .generate import GenerateResult
+from .generate import generate as run_generate
 from .targets.cpp import AUTOGRAD_REGISTRATION, KERNEL_DIRS, PYBIND_SOURCE, REGISTRATION, device_registration, library_file, library_path, op_header
 
-__all__ = ["Toolchain", "BuildPlan", "BuildResult", "find_toolchain", "plan_build", "write_ninja", "run_build", "foreign_symbols", "BUILD_DIR"]
+__all__ = [
+    "Toolchain",
+    "BuildPlan",
+    "BuildResult",
+    "ProjectBuild",
+    "build_project",
+    "find_toolchain",
+    "plan_build",
+    "write_ninja",
+    "run_build",
+    "foreign_symbols",
+    "BUILD_DIR",
+]
 
 BUILD_DIR = "build"
 _CXX_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-std=c++17", "-DNDEBUG"]
@@ -329,3 +343,27 @@ def _cuda_notes(plan: BuildPlan, tools: Toolchain, check_cuda: bool) -> list[str
         return [f"CUDA: {why}; compile-checked {len(plan.cuda_sources)} .cu file(s) with nvcc, linked none"]
     hint = " (pass --check-cuda to compile-check them with nvcc)" if tools.nvcc else ""
     return [f"CUDA skipped: {why}; {len(plan.cuda_sources)} .cu file(s) not built{hint}"]
+
+
+@dataclass
+class ProjectBuild:
+    """`opgen build` as a library call returns it: the generate run (if any) and the build."""
+
+    generated: GenerateResult | None
+    build: BuildResult
+
+    @property
+    def ok(self) -> bool:
+        return self.build.ok
+
+
+def build_project(root: Path, *, jobs: int = 2, check_cuda: bool = False, verbose: bool = False, generate: bool = True) -> ProjectBuild:
+    """Regenerate the project at `root` (unless `generate` is False), then compile its C++/CUDA ops.
+
+    A generate run that fails (a conflict, an edited file) stops before the
+    compile. Raises OpgenError for an invalid project or a missing toolchain.
+    """
+    generated = run_generate(root) if generate else None
+    if generated is not None and generated.failed:
+        return ProjectBuild(generated, BuildResult(False, "`opgen generate` failed; fix the files above, then build again"))
+    return ProjectBuild(generated, run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose))

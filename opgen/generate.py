@@ -16,40 +16,38 @@ from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact
 from .targets.project import collect_artifacts
-from .writer import Change, Rendered, apply_changes, needs_writing, plan_changes
+from .changes import Action, Change, summarize
+from .writer import Rendered, apply_changes, needs_writing, plan_changes
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
-_STALE = ("create", "update", "remove", "merge", "conflict", "unresolved", "edited", "overwrite")
-
-
 @dataclass
 class GenerateResult:
+    """One run's changes, per file; `written` is False when the run only planned them."""
+
     changes: list[Change]
     written: bool
     warnings: list[str] = field(default_factory=list)
 
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[Action]:
         return Counter(c.action for c in self.changes)
 
     @property
     def stale(self) -> list[Change]:
-        return [c for c in self.changes if c.action in _STALE]
+        """The files `--check` reports."""
+        return [c for c in self.changes if c.action.stale]
 
     @property
     def failed(self) -> bool:
-        return any(c.action in ("conflict", "unresolved", "edited") for c in self.changes)
+        return any(c.action.failed for c in self.changes)
+
+    @property
+    def stopped(self) -> bool:
+        """A generated file was edited by hand, so the run wrote nothing."""
+        return not self.written and any(c.action is Action.EDITED for c in self.changes)
 
     def summary(self) -> str:
-        counts = self.counts()
-        parts = [f"{counts.get(k, 0)} {label}" for k, label in (
-            ("create", "created"), ("update", "updated"), ("merge", "merged"), ("unchanged", "unchanged"),
-            ("conflict", "conflicts"))]
-        for key, label in (
-            ("remove", "removed"), ("keep", "kept"), ("unresolved", "unresolved"), ("edited", "edited by hand"), ("overwrite", "overwritten")):
-            if counts.get(key):
-                parts.append(f"{counts[key]} {label}")
-        return ", ".join(parts)
+        return summarize(c.action for c in self.changes)
 
 
 def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root: Path) -> Rendered:
@@ -116,7 +114,7 @@ def generate(
     manifest = Manifest.load(files.root)
     rendered = render_all(project, manifest, folder, frozenset(sources))
     changes = plan_changes(files, rendered, manifest, force, sources)
-    if check or dry_run or any(c.action == "edited" for c in changes):
+    if check or dry_run or any(c.action is Action.EDITED for c in changes):
         return GenerateResult(changes, written=False, warnings=warnings)
     if not needs_writing(files, changes, manifest):
         return GenerateResult(changes, written=True, warnings=warnings)
@@ -124,7 +122,7 @@ def generate(
         # Another run may have written since the plan above: plan again under the lock.
         manifest = Manifest.load(files.root)
         changes = plan_changes(files, rendered, manifest, force, sources)
-        if any(c.action == "edited" for c in changes):
+        if any(c.action is Action.EDITED for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)
         apply_changes(files, changes, manifest)
     return GenerateResult(changes, written=True, warnings=warnings)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .fs import STATE_DIR
+from .targets import Owner
 
 __all__ = ["Manifest", "Entry", "digest", "MANIFEST_FILE"]
 
@@ -36,15 +37,20 @@ def digest(text: str) -> str:
 
 @dataclass
 class Entry:
-    owner: str
+    owner: Owner
     source: str
     sha256: str  # of the content opgen wrote (generated) or the scaffold (user)
     render: str = ""  # of the raw render before formatting: lets unchanged renders skip black
     base: str | None = None  # user files: the scaffold last merged in
     written: str = ""  # user files: digest of the text opgen last wrote into the file
 
-    def to_json(self) -> dict:
-        return {key: val for key, val in vars(self).items() if val not in (None, "")}
+    def to_json(self) -> dict[str, str]:
+        return {key: str(val) for key, val in vars(self).items() if val not in (None, "")}
+
+    @classmethod
+    def from_json(cls, data: dict[str, str]) -> Entry:
+        """Raises ValueError or TypeError for a damaged entry."""
+        return cls(**{**data, "owner": Owner(data["owner"])})
 
 
 @dataclass
@@ -60,9 +66,9 @@ class Manifest:
             return cls()
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-            files = {k: Entry(**v) for k, v in raw.get("files", {}).items()}
-            pending = {k: (Entry(**v) if v is not None else None) for k, v in raw.get("pending", {}).items()}
-        except (ValueError, TypeError, AttributeError):
+            files = {k: Entry.from_json(v) for k, v in raw.get("files", {}).items()}
+            pending = {k: (Entry.from_json(v) if v is not None else None) for k, v in raw.get("pending", {}).items()}
+        except (ValueError, TypeError, AttributeError, KeyError):
             return cls()  # a damaged manifest only costs the ability to spot edits
         manifest = cls(files)
         manifest._settle(root, pending)

@@ -21,7 +21,8 @@ from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .manifest import digest
 from .render import builtin_templates_dir
-from .spec.config import CONFIG_FILE
+from .spec.config import CONFIG_FILE, build_config
+from .spec.load import load_toml
 
 __all__ = [
     "TemplateInfo",
@@ -31,6 +32,7 @@ __all__ = [
     "acknowledge",
     "upstream_diff",
     "override_warnings",
+    "template_folder",
     "DEFAULT_FOLDER",
 ]
 
@@ -47,7 +49,13 @@ class TemplateInfo:
     behind: bool  # the built-in changed since this override was ejected
 
 
+def template_folder(root: Path) -> Path | None:
+    """The project's template folder (`[options] templates`), or None when opgen.toml sets none."""
+    return build_config(load_toml(root / CONFIG_FILE)).templates
+
+
 def builtin_names() -> list[str]:
+    """Every built-in template, as `opgen templates list` names it."""
     base = builtin_templates_dir()
     return sorted(p.relative_to(base).as_posix() for p in base.rglob("*.j2") if p.is_file())
 
@@ -83,6 +91,7 @@ def _is_behind(root: Path, records: dict[str, dict[str, str]], name: str) -> boo
 
 
 def list_templates(root: Path, folder: Path | None) -> list[TemplateInfo]:
+    """Every built-in template and every file of the override `folder`: overridden, and behind the built-in?"""
     builtins = builtin_names()
     overrides = set(_override_names(folder))
     records = _records(root)
@@ -159,7 +168,7 @@ def acknowledge(root: Path, name: str) -> None:
 
 
 def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
-    """What changed in the built-in since the eject; without a record, override vs built-in."""
+    """How built-in `name` changed since the eject (a unified diff); without a record, the override against the built-in."""
     _check_name(name)
     new = _builtin_text(name)
     original = root / _ORIGINALS / name

@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import Diagnostic, OpgenError
+from .changes import Action, Change
 from .fs import STATE_DIR, ProjectFiles
 from .manifest import MANIFEST_FILE, Entry, Manifest, digest
 from .merge import has_conflict_markers, merge3
-from .targets import GENERATED, GENERATED_MARK, USER
+from .targets import GENERATED_MARK, Owner
 
 __all__ = [
     "Rendered",
-    "Change",
     "plan_changes",
     "apply_changes",
     "needs_writing",
@@ -31,37 +31,15 @@ __all__ = [
 
 BACKUP_DIR = f"{STATE_DIR}/backup"
 
-# action -> does it write the file
-_WRITES = {"create": True, "update": True, "merge": True, "conflict": True, "overwrite": True}
-
 
 @dataclass(frozen=True)
 class Rendered:
     path: str
-    owner: str
+    owner: Owner
     source: str
     content: str  # the render: a generated file's text, a user file's scaffold (its merge base)
     render_sha: str = ""
     initial: str | None = None  # a fresh user file's first text when it differs from the scaffold (a starter body)
-
-
-@dataclass(frozen=True)
-class Change:
-    """What one run does to one file.
-
-    action: create update unchanged merge conflict unresolved edited overwrite remove keep
-    """
-
-    path: str
-    action: str
-    old: str | None
-    new: str | None
-    entry: Entry | None  # manifest entry after the change; None removes it
-    note: str = ""
-
-    @property
-    def writes(self) -> bool:
-        return _WRITES.get(self.action, False)
 
 
 def _same(a: str, b: str) -> bool:
@@ -81,7 +59,7 @@ def plan_changes(
     for item in rendered:
         current = files.read_text(item.path)
         previous = manifest.files.get(item.path)
-        if item.owner == GENERATED:
+        if item.owner is Owner.GENERATED:
             changes.append(_plan_generated(item, current, previous, force))
         else:
             changes.append(_plan_user(item, current, previous))
@@ -93,39 +71,39 @@ def plan_changes(
 
 def _plan_source(path: str, text: str, current: str | None) -> Change:
     if current is None:
-        return Change(path, "create", None, text, None)
+        return Change(path, Action.CREATE, None, text, None)
     if _same(current, text):
-        return Change(path, "unchanged", current, current, None)
+        return Change(path, Action.UNCHANGED, current, current, None)
     raise OpgenError(Diagnostic(None, None, f"{path} appeared while opgen was creating it; nothing was written", "run the command again"))
 
 
 def _plan_orphan(path: str, entry: Entry, current: str | None, force: bool) -> Change:
     """A file whose spec (or template) is gone."""
-    if entry.owner == USER:
+    if entry.owner == Owner.USER:
         note = f"its spec {entry.source} is gone; the file is yours, so it stays" if current is not None else ""
-        return Change(path, "keep", current, current, None, note)
+        return Change(path, Action.KEEP, current, current, None, note)
     if current is None:
-        return Change(path, "remove", None, None, None)
+        return Change(path, Action.REMOVE, None, None, None)
     if digest(current) != entry.sha256 and not force:
-        return Change(path, "edited", current, current, entry, "edited by hand and no longer generated; delete it yourself or pass --force")
-    return Change(path, "remove", current, None, None)
+        return Change(path, Action.EDITED, current, current, entry, "edited by hand and no longer generated; delete it yourself or pass --force")
+    return Change(path, Action.REMOVE, current, None, None)
 
 
 def _plan_generated(item: Rendered, current: str | None, previous: Entry | None, force: bool) -> Change:
-    entry = Entry(GENERATED, item.source, digest(item.content), item.render_sha)
+    entry = Entry(Owner.GENERATED, item.source, digest(item.content), item.render_sha)
     if current is None:
-        return Change(item.path, "create", None, item.content, entry)
+        return Change(item.path, Action.CREATE, None, item.content, entry)
     if _same(current, item.content):
-        return Change(item.path, "unchanged", current, current, entry)
+        return Change(item.path, Action.UNCHANGED, current, current, entry)
     ours = previous is not None and digest(current) == previous.sha256
     unknown_but_generated = previous is None and GENERATED_MARK in current[:300]
     if ours or unknown_but_generated:
-        return Change(item.path, "update", current, item.content, entry)
+        return Change(item.path, Action.UPDATE, current, item.content, entry)
     if force:
-        return Change(item.path, "overwrite", current, item.content, entry, "your edits were overwritten (--force)")
+        return Change(item.path, Action.OVERWRITE, current, item.content, entry, "your edits were overwritten (--force)")
     return Change(
         item.path,
-        "edited",
+        Action.EDITED,
         current,
         item.content,
         previous,
@@ -137,29 +115,29 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     scaffold = item.content
 
     def entry(written: str) -> Entry:
-        return Entry(USER, item.source, digest(scaffold), item.render_sha, base=scaffold, written=digest(written))
+        return Entry(Owner.USER, item.source, digest(scaffold), item.render_sha, base=scaffold, written=digest(written))
 
     if current is None:
         if previous is not None:
-            return Change(item.path, "keep", None, None, previous, "you deleted this file; opgen leaves it deleted (remove it from .opgen/manifest.json to get a fresh scaffold)")
+            return Change(item.path, Action.KEEP, None, None, previous, "you deleted this file; opgen leaves it deleted (remove it from .opgen/manifest.json to get a fresh scaffold)")
         first = scaffold if item.initial is None else item.initial
-        return Change(item.path, "create", None, first, entry(first))
+        return Change(item.path, Action.CREATE, None, first, entry(first))
     if previous is None or previous.base is None:
         if _same(current, scaffold):
-            return Change(item.path, "unchanged", current, current, entry(current))
-        return Change(item.path, "keep", current, current, None, "not created by opgen (or its record in .opgen/ is lost); left as it is, no merge")
+            return Change(item.path, Action.UNCHANGED, current, current, entry(current))
+        return Change(item.path, Action.KEEP, current, current, None, "not created by opgen (or its record in .opgen/ is lost); left as it is, no merge")
     if has_conflict_markers(current):
-        return Change(item.path, "unresolved", current, current, previous, f"still has conflict markers; resolve them (your version before the merge is in {BACKUP_DIR}/{item.path})")
+        return Change(item.path, Action.UNRESOLVED, current, current, previous, f"still has conflict markers; resolve them (your version before the merge is in {BACKUP_DIR}/{item.path})")
     if previous.base == scaffold:
-        return Change(item.path, "unchanged", current, current, previous)
+        return Change(item.path, Action.UNCHANGED, current, current, previous)
     result = merge3(previous.base, current, scaffold, theirs_label=f"opgen (new scaffold from {item.source})")
     if result.text == current:
-        return Change(item.path, "unchanged", current, current, entry(current))
+        return Change(item.path, Action.UNCHANGED, current, current, entry(current))
     if result.conflicts:
         note = f"{result.conflicts} conflict(s): resolve the <<<<<<< markers; your version before the merge is saved as {BACKUP_DIR}/{item.path}"
-        return Change(item.path, "conflict", current, result.text, entry(result.text), note)
+        return Change(item.path, Action.CONFLICT, current, result.text, entry(result.text), note)
     # a file the user never edited takes the new scaffold as it is: nothing of theirs was merged
-    action = "update" if _same(current, previous.base) else "merge"
+    action = Action.UPDATE if _same(current, previous.base) else Action.MERGE
     return Change(item.path, action, current, result.text, entry(result.text))
 
 
@@ -183,14 +161,14 @@ def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
     for change in changes:
         if change.entry is None:
             entries.pop(change.path, None)
-        elif change.action != "edited":
+        elif change.action is not Action.EDITED:
             entries[change.path] = change.entry
     return Manifest(entries)
 
 
 def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> bool:
     """Whether applying `changes` writes anything: a file, a removal or the manifest."""
-    if any(c.writes or (c.action == "remove" and c.old is not None) for c in changes):
+    if any(c.writes or (c.action is Action.REMOVE and c.old is not None) for c in changes):
         return True
     return files.read_text(MANIFEST_FILE) != _settled(manifest, changes).dumps()
 
@@ -198,16 +176,16 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
 def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
     """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal]."""
     manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
-    manifest.pending.update({c.path: None for c in changes if c.action == "remove" and c.old is not None})
+    manifest.pending.update({c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None})
     if manifest.pending:
         files.write_text(MANIFEST_FILE, manifest.dumps())
     for change in changes:
         files.sweep_temporaries(change.path)
-        if change.action == "conflict" and change.old is not None:
+        if change.action is Action.CONFLICT and change.old is not None:
             _backup(files, change.path, change.old)
         if change.writes and change.new is not None:
             files.write_text(change.path, change.new)
-        elif change.action == "remove":
+        elif change.action is Action.REMOVE:
             files.unlink(change.path)
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
@@ -218,5 +196,5 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
 
 def unified_diff(change: Change) -> str:
     old = (change.old or "").splitlines(True)
-    new = (change.new or "").splitlines(True) if change.action != "remove" else []
+    new = (change.new or "").splitlines(True) if change.action is not Action.REMOVE else []
     return "".join(difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}"))

@@ -110,3 +110,21 @@ def test_tensor_list_inputs_get_a_list_of_gradients():
         simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"')
     )
     assert "if any(_needs[0]):" in with_list.backward_lines
+
+
+def test_fake_like_is_kept_as_written_and_the_api_derives_the_code():
+    op = simple_op("(Tensor x, Tensor y) -> (Tensor, Tensor)", fake='like = ["y", "x"]', sample="x = {shape = [2]}\ny = {shape = [2]}")
+    assert op.fake.like == ("y", "x") and op.fake.expr == ()
+    assert py.fake_outputs(op) == ("y.new_empty(y.shape)", "x.new_empty(x.shape)")
+    written = simple_op("(Tensor x) -> Tensor", fake='expr = "x.new_empty(3)"')
+    assert written.fake.like == () and py.fake_outputs(written) == ("x.new_empty(3)",)
+
+
+def test_names_of_an_overload_come_from_one_place():
+    from _specs import op_from_toml
+
+    op = op_from_toml('name = "mylib::foo.out"\nregistration = "library"\nschema = "(Tensor x) -> Tensor"\n[fake]\nlike = "x"\n[test]\n[[test.samples]]\nx = {shape = [2]}\n')
+    assert (op.overload_name, op.registered_name, op.module) == ("foo.out", "mylib::foo.out", "foo_out")
+    assert op.full_schema == "foo.out(Tensor x) -> Tensor"
+    plain = simple_op("(Tensor x) -> Tensor")
+    assert (plain.overload_name, plain.registered_name, plain.module) == ("foo", "mylib::foo", "foo")

@@ -84,9 +84,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_walk_sees_function_level_and_relative_imports() -> None:
     graph = _graph()
     assert len(graph) > 30
-    # opgen/generate.py imports `from .project import load_project`, opgen/cli.py only inside commands
-    assert "opgen.project" in graph["opgen.generate"]
-    assert any(target.startswith("opgen.") for target in graph["opgen.cli"])
+    assert "opgen.project" in graph["opgen.generate"]  # `from .project import load_project`
+    assert "opgen.new" in graph["opgen.commands.new"]  # imported inside the command function
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
@@ -111,3 +110,15 @@ def test_early_stages_import_only_earlier_ones() -> None:
                 continue
             bad = sorted(t for t in targets if t != "opgen" and t != stage and not t.startswith(stage + ".") and not any(t == a or t.startswith(a + ".") for a in allowed))
             assert not bad, f"{name} imports {bad}"
+
+
+def test_the_command_line_is_a_thin_layer_over_the_library() -> None:
+    """commands/* share helpers through commands/_support.py, never cli's; cli imports them up front."""
+    graph = _graph()
+    for name, targets in graph.items():
+        if name.startswith("opgen.commands"):
+            assert "opgen.cli" not in targets, name
+    assert not any(t.startswith("opgen.") and t != "opgen.commands" and not t.startswith("opgen.commands.") for t in graph["opgen.cli"]), graph["opgen.cli"]
+    tree = ast.parse((PACKAGE / "cli.py").read_text(encoding="utf-8"))
+    late = [n for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not late, "cli.py imports inside a function"

@@ -12,23 +12,21 @@ from typing import Any
 from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
+from .devices import DISPATCH_KEYS
 from .imports import module_imports, test_imports, testing_names
 from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["op_context", "project_context", "ops_list", "spec_path"]
 
-_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
-
-
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
     module = op.module
     if op.per_device:
         return [
-            {"device": d, "function": f"{module}_{d}", "device_types": repr((d,)), "dispatch_key": _DISPATCH_KEYS[d]}
+            {"device": d, "function": f"{module}_{d}", "device_types": repr((d,)), "dispatch_key": DISPATCH_KEYS[d]}
             for d in op.devices
         ]
     return [
-        {"device": d, "function": module, "device_types": repr(tuple(op.devices)), "dispatch_key": _DISPATCH_KEYS[d]}
+        {"device": d, "function": module, "device_types": repr(tuple(op.devices)), "dispatch_key": DISPATCH_KEYS[d]}
         for d in op.devices
     ][: None if op.registration == "library" else 1]
 
@@ -53,7 +51,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "qualname": op.qualname,
         "namespace": op.namespace,
         "name": op.name,
-        "overload_name": op.name + (f".{op.overload}" if op.overload else ""),
+        "overload_name": op.overload_name,
         "module": op.module,
         "spec_path": spec_path(op, config),
         "backend": op.backend,
@@ -62,7 +60,6 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "device_list": list(op.devices),
         "schema_literal": repr(op.schema),
         "full_schema_literal": repr(op.full_schema),
-        "mutates_args": repr(tuple(a.name for a in op.mutated)),
         "mutated_names": repr(tuple(a.name for a in op.mutated)),
         "differentiable_names": repr(differentiable),
         "differentiable": list(differentiable),
@@ -76,10 +73,10 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "fake_checks": [
             {"expression": c, "message": repr(f"{op.qualname}: expected {c}")} for c in op.fake.checks
         ],
-        "fake_return": ", ".join(op.fake.outputs),
+        "fake_return": ", ".join(py.fake_outputs(op)),
         "autograd": {"setup_params": plan.setup_params, "setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
         "no_grad_message": _no_grad_message(op),
-        "registered_name": op.qualname + (f".{op.overload}" if op.overload else ""),
+        "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),
         "double_backward": op.double_backward,
         "samples": [
@@ -90,7 +87,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "test_dtypes": list(op.test.dtypes),
         "atol": repr(op.test.atol),
         "rtol": repr(op.test.rtol),
-        "module_imports": module_imports(op, op.fake.outputs),
+        "module_imports": module_imports(op),
         "test_imports": test_imports(op),
         "testing_names": testing_names(op, differentiable),
     }

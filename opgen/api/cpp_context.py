@@ -13,6 +13,7 @@ from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
+from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
 from .fastpath import no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
@@ -40,7 +41,6 @@ SCALAR_TYPES = {
     "complex128": "ComplexDouble",
 }
 
-_DEVICE_CHECK = {"cpu": ("is_cpu", "a CPU tensor"), "cuda": ("is_cuda", "a CUDA tensor")}
 
 
 def _scalar_type(target: str, dtype: str) -> str:
@@ -77,7 +77,7 @@ def _checks(op: OpSpec, device: str) -> list[str]:
     """Input checks of a kernel stub: device, dtype, same device, contiguous outputs."""
     target = op.cpp_target
     check = cpp.CppType(target).check
-    method, what = _DEVICE_CHECK[device]
+    method, what = CPP_DEVICE_CHECKS[device]
     q = op.qualname
     lines: list[str] = []
     tensors = [a for a in op.args if a.type == "Tensor"]
@@ -160,7 +160,6 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "target": target,
         "tensor": kind.tensor,
         "check": kind.check,
-        "namespace": op.namespace,
         "parameters": cpp.parameters(op),
         "return_type": ret,
         "returns_void": ret == "void",
@@ -185,12 +184,10 @@ def cpp_project_context(config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mappi
     """The `cpp` variables of the project-wide C++ templates, from each C++ op and its `op.cpp` context."""
     devices = sorted({d for op, _ in ops for d in op.devices})
     return {
-        "target": config.cpp_target,
-        "target_version": config.torch_target_version,
         "target_version_hex": cpp.target_version_hex(config.torch_target_version),
         "library_file": library_file,
         "devices": devices,
-        "dispatch_keys": {"cpu": "CPU", "cuda": "CUDA"},
+        "dispatch_keys": dict(DISPATCH_KEYS),
         "defs": [c["def_schema"] for _, c in ops],
         "impls": {
             d: [{"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for op, c in ops if d in op.devices]

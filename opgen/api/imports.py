@@ -26,9 +26,9 @@ def _grouped(stdlib: list[str], third_party: list[str]) -> list[str]:
     return stdlib + ([""] if stdlib and third_party else []) + third_party
 
 
-def module_imports(op: OpSpec, fake_outputs: Iterable[str]) -> list[str]:
+def module_imports(op: OpSpec) -> list[str]:
     """The standard-library and torch imports of the op's generated module (`_generated/<op>.py`)."""
-    used = _globals([*op.fake.checks, *fake_outputs, *(f.expression for f in op.grads)])
+    used = _globals([*op.fake.checks, *py.fake_outputs(op), *(f.expression for f in op.grads)])
     annotations = [py.annotation(a.type) for a in op.args] + [py.return_annotation(op.returns)]
     stdlib = ["import math"] if "math" in used else []
     if any("Sequence[" in text for text in annotations):

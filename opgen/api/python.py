@@ -13,6 +13,7 @@ __all__ = [
     "call_arguments",
     "sample_literal",
     "op_handle",
+    "fake_outputs",
     "docstring",
 ]
 
@@ -76,6 +77,11 @@ def signature(op: OpSpec, annotate: bool = True) -> str:
 
 def call_arguments(op: OpSpec) -> str:
     return ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args)
+
+
+def fake_outputs(op: OpSpec) -> tuple[str, ...]:
+    """What the fake kernel returns, one expression per output: `x.new_empty(x.shape)` for `like = "x"`."""
+    return tuple(f"{name}.new_empty({name}.shape)" for name in op.fake.like) or op.fake.expr
 
 
 def op_handle(op: OpSpec) -> str:

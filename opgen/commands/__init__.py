@@ -1,15 +1,6 @@
-"""Sub-commands that live in their own modules; each module's `register(app)` adds them.
+"""The `opgen` commands, one module each; each module's `register(app)` adds its command.
 
-Modules here import only typer at the top so `opgen --help` stays fast.
+They are thin: parse the arguments, call the library (imported where the
+command runs, so that `opgen --help` stays fast), report. What they share is
+in `_support.py`.
 """
-
-from __future__ import annotations
-
-import importlib
-
-_MODULES = ("build", "templates", "bench")
-
-
-def register_all(app) -> None:
-    for name in _MODULES:
-        importlib.import_module(f"{__name__}.{name}").register(app)

@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ._support import err, fail, project_root
+
 _MIN_TIME = 0.2
 _QUICK_MIN_TIME = 0.01
 
@@ -31,30 +33,29 @@ def bench(
     """Benchmark ops against their spec's reference and native PyTorch, as each spec's bench table says."""
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
-    from ..cli import _fail, _root
     from ..errors import OpgenError
     from ..project import load_project
 
     if device not in ("cpu", "cuda") or metric not in ("throughput", "time") or stat not in ("median", "min"):
-        typer.echo("error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min", err=True)
+        err("error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min")
         raise typer.Exit(2)
-    root = _root()
+    root = project_root()
     try:
         project = load_project(root)
     except OpgenError as exc:
-        raise _fail(exc, root)
+        raise fail(exc, root) from None
     selected, unknown = select_ops(project, list(ops or []))
     if unknown:
-        typer.echo(f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}", err=True)
+        err(f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}")
         raise typer.Exit(1)
     if device == "cuda" or overhead:
         import torch
 
         if device == "cuda" and not torch.cuda.is_available():
-            typer.echo("skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu", err=True)
+            err("skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu")
             raise typer.Exit(0)
         if overhead and device != "cpu":
-            typer.echo("error: --overhead times CPU calls; drop --device", err=True)
+            err("error: --overhead times CPU calls; drop --device")
             raise typer.Exit(2)
     count = set_threads(threads)
     options = BenchOptions(device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress)
@@ -62,11 +63,11 @@ def bench(
     try:
         run = (run_overhead if overhead else run_bench)(project, selected, options)
     except ImportError as exc:
-        typer.echo(f"error: cannot import {project.config.package}: {exc}", err=True)
+        err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1)
     _print(run.results, overhead, stat)
     for note in run.skipped:
-        typer.echo(f"skipped {note}", err=True)
+        err(f"skipped {note}")
     _write(run.results, meta(options, "overhead" if overhead else "bench"), json_file, plot_file, metric, overhead)
     if not run.results:
         raise typer.Exit(1)
@@ -96,13 +97,13 @@ def _write(results, info, json_file: Optional[Path], plot_file: Optional[Path], 
         typer.echo(f"wrote {json_file}")
     if plot_file is not None:
         if overhead:
-            typer.echo("note: --plot draws size sweeps; nothing to plot with --overhead", err=True)
+            err("note: --plot draws size sweeps; nothing to plot with --overhead")
             return
         from ..bench.plot import MissingMatplotlib, plot
 
         try:
             plot(results, plot_file, metric)
         except MissingMatplotlib as exc:
-            typer.echo(f"error: {exc}", err=True)
+            err(f"error: {exc}")
             raise typer.Exit(1)
         typer.echo(f"wrote {plot_file}")

@@ -7,33 +7,22 @@ from typing import Annotated
 
 import typer
 
+from ._support import fail, project_root
+
 Name = Annotated[str, typer.Argument(help="Template name as `opgen templates list` shows it, e.g. python/kernel.py.j2.")]
 
 
-def _project() -> tuple[Path, Path | None]:
-    """The project root and its template folder (None when opgen.toml sets none)."""
-    from ..cli import _fail, _root
-    from ..errors import OpgenError
-    from ..spec.config import CONFIG_FILE, build_config
-    from ..spec.load import load_toml
-
-    root = _root()
-    try:
-        config = build_config(load_toml(root / CONFIG_FILE))
-    except OpgenError as exc:
-        raise _fail(exc, root)
-    return root, config.templates
-
-
 def _run(action):
-    from ..cli import _fail
+    """Run `action(root, template folder)` for the project here; diagnostics end the command."""
     from ..errors import OpgenError
+    from ..overrides import template_folder
 
-    root, folder = _project()
+    root = project_root()
     try:
+        folder = template_folder(root)
         return root, folder, action(root, folder)
     except OpgenError as exc:
-        raise _fail(exc, root)
+        raise fail(exc, root) from None
 
 
 def list_command() -> None:

@@ -74,9 +74,15 @@ class GradFormula:
 
 @dataclass(frozen=True)
 class FakeRule:
-    """How the fake kernel builds outputs: one expression per return."""
+    """The `[fake]` table as written: how the fake kernel builds each output.
 
-    outputs: tuple[str, ...]
+    `like` names, per return, the tensor input whose shape, dtype and device it
+    copies; otherwise `expr` holds one Python expression per return. `checks`
+    are the expressions of its `torch._check` guards.
+    """
+
+    like: tuple[str, ...] = ()
+    expr: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
 
 

@@ -234,33 +234,33 @@ def _build_fake(sink, doc, table, args, rets, present: bool) -> FakeRule:
     check_keys(sink, doc, table, _FAKE_KEYS, ("fake",))
     allowed = {a.name for a in args} | set(_EXPR_GLOBALS)
     checks = string_list(sink, doc, table["checks"], "fake", "checks") if "checks" in table else ()
-    checks = _check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks")
+    checks = tuple(_check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks"))
     if not rets:
         if "like" in table or "expr" in table:
             sink.error(doc.line("fake"), "this op returns nothing; its fake kernel needs no output rule", "remove fake.like / fake.expr")
-        return FakeRule((), tuple(checks))
+        return FakeRule(checks=checks)
     if not present:
-        return FakeRule(())  # reported once, as the missing [fake] table
+        return FakeRule()  # reported once, as the missing [fake] table
     if ("like" in table) == ("expr" in table):
         sink.error(doc.line("fake"), "the fake kernel needs exactly one of fake.like or fake.expr", 'e.g. like = "x" (output shaped like x) or expr = "x.new_empty(x.shape[0], w.shape[1])"')
-        return FakeRule(())
-    outputs: list[str] = []
+        return FakeRule()
     if "like" in table:
-        names = string_list(sink, doc, table["like"], "fake", "like") or ()
+        like = string_list(sink, doc, table["like"], "fake", "like") or ()
         tensors = [a.name for a in args if a.is_tensor]
-        for name in names:
+        for name in like:
             if name not in tensors:
                 sink.error(doc.line("fake", "like"), f"fake.like names {shown(name)}, which is not a tensor input", f"tensor inputs: {', '.join(tensors) or 'none'}")
-            outputs.append(f"{name}.new_empty({name}.shape)")
+        rule = FakeRule(like=like, checks=checks)
     else:
         exprs = string_list(sink, doc, table["expr"], "fake", "expr") or ()
         good = _check_exprs(sink, doc, exprs, allowed, "fake.expr", "fake", "expr")
         if len(good) != len(exprs):
-            return FakeRule(())
-        outputs = good
-    if outputs and len(outputs) != len(rets):
-        sink.error(doc.line("fake"), f"the fake rule gives {len(outputs)} output(s) but the schema returns {len(rets)}", "give one rule per return, as a list")
-    return FakeRule(tuple(outputs), tuple(checks))
+            return FakeRule()
+        rule = FakeRule(expr=tuple(good), checks=checks)
+    count = len(rule.like or rule.expr)
+    if count and count != len(rets):
+        sink.error(doc.line("fake"), f"the fake rule gives {count} output(s) but the schema returns {len(rets)}", "give one rule per return, as a list")
+    return rule
 
 
 def _choice(sink, doc, data, key, choices, default):

@@ -14,7 +14,7 @@ from ..api.fastpath import refuses_backward_in_cpp
 from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import GENERATED, USER, Artifact, Context, header
+from . import Artifact, Context, Owner, header
 
 __all__ = [
     "CSRC",
@@ -79,7 +79,7 @@ def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Conte
     def context() -> Context:
         return {**base(), "header": header(source, "//")}
 
-    out = [Artifact(op_header(op.module), "cpp/op.h.j2", GENERATED, source, context)]
+    out = [Artifact(op_header(op.module), "cpp/op.h.j2", Owner.GENERATED, source, context)]
     if "cpu" in op.devices:
         body = starter(op) if fresh else None
 
@@ -87,9 +87,9 @@ def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Conte
             return {**context(), "starter": None}
 
         initial = (lambda: {**cpu_context(), "starter": list(body.cpu)}) if body and body.cpu else None
-        out.append(Artifact(files.kernels["cpu"], "cpp/kernel_cpu.cpp.j2", USER, source, cpu_context, initial))
+        out.append(Artifact(files.kernels["cpu"], "cpp/kernel_cpu.cpp.j2", Owner.USER, source, cpu_context, initial))
     if "cuda" in op.devices:
-        out.append(Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", USER, source, context))
+        out.append(Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", Owner.USER, source, context))
     return out
 
 
@@ -97,18 +97,18 @@ def cpp_project_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: 
     """The library's registration sources, its loader and setup.py; `base` holds the `cpp` variables."""
     cpp_ops = [op for op in ops if op.backend == "cpp"]
     items = [
-        (REGISTRATION, "cpp/registration.cpp.j2", GENERATED, "//", {}),
-        (f"{config.package}/_library.py", "package/_library.py.j2", GENERATED, "#", {}),
-        ("setup.py", "package/setup.py.j2", USER, "#", {}),
+        (REGISTRATION, "cpp/registration.cpp.j2", Owner.GENERATED, "//", {}),
+        (f"{config.package}/_library.py", "package/_library.py.j2", Owner.GENERATED, "#", {}),
+        ("setup.py", "package/setup.py.j2", Owner.USER, "#", {}),
     ]
     for device in sorted({d for op in cpp_ops for d in op.devices}):
-        items.append((device_registration(device), "cpp/registration_device.cpp.j2", GENERATED, "//", {"device": device}))
+        items.append((device_registration(device), "cpp/registration_device.cpp.j2", Owner.GENERATED, "//", {"device": device}))
     if any(refuses_backward_in_cpp(op) for op in cpp_ops):
-        items.append((AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", GENERATED, "//", {}))
+        items.append((AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {}))
     if any(op.pybind for op in cpp_ops):
-        items.append((PYBIND_SOURCE, "cpp/pybind.cpp.j2", GENERATED, "//", {}))
+        items.append((PYBIND_SOURCE, "cpp/pybind.cpp.j2", Owner.GENERATED, "//", {}))
 
-    def artifact(path: str, template: str, owner: str, comment: str, extra: dict[str, str]) -> Artifact:
+    def artifact(path: str, template: str, owner: Owner, comment: str, extra: dict[str, str]) -> Artifact:
         return Artifact(path, template, owner, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE, comment), **extra})
 
     return [artifact(*item) for item in items]

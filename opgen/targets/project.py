@@ -11,7 +11,7 @@ from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..project import Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import GENERATED, Artifact, Context, header
+from . import Artifact, Context, Owner, header
 from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
 from .python import op_module_artifact, python_kernel_artifact, test_artifact
 
@@ -30,7 +30,7 @@ def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Call
     ]
     if any(op.backend == "python" for op in ops):
         items.append((f"{pkg}/kernels/__init__.py", "package/empty_init.py.j2"))
-    return [Artifact(path, template, GENERATED, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE)}) for path, template in items]
+    return [Artifact(path, template, Owner.GENERATED, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE)}) for path, template in items]
 
 
 def collect_artifacts(project: Project, fresh_specs: frozenset[str] = frozenset()) -> list[Artifact]:

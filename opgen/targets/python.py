@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..api.context import spec_path
 from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
-from . import GENERATED, USER, Artifact, Context, header
+from . import Artifact, Context, Owner, header
 
 __all__ = ["kernel_path", "op_module_artifact", "python_kernel_artifact", "test_artifact"]
 
@@ -22,7 +22,7 @@ def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Con
     source = spec_path(op, config)
     template = "python/op.py.j2" if op.backend == "python" else "python/cpp_op.py.j2"
     path = f"{config.package}/_generated/{op.module}.py"
-    return Artifact(path, template, GENERATED, source, lambda: {**base(), "header": header(source)})
+    return Artifact(path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)})
 
 
 def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False) -> Artifact:
@@ -38,10 +38,10 @@ def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[],
 
     body = starter(op) if fresh else None
     initial = (lambda: {**context(), "starter": list(body.python)}) if body and body.python else None
-    return Artifact(path, "python/kernel.py.j2", USER, source, context, initial)
+    return Artifact(path, "python/kernel.py.j2", Owner.USER, source, context, initial)
 
 
 def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
     """`tests/test_<op>.py`: the op's generated tests."""
     source = spec_path(op, config)
-    return Artifact(f"tests/test_{op.module}.py", "tests/test_op.py.j2", GENERATED, source, lambda: {**base(), "header": header(source)})
+    return Artifact(f"tests/test_{op.module}.py", "tests/test_op.py.j2", Owner.GENERATED, source, lambda: {**base(), "header": header(source)})

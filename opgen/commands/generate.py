@@ -1,0 +1,43 @@
+"""`opgen generate`: regenerate every op of the project from its spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ._support import err, fail, project_root, report
+
+Check = Annotated[bool, typer.Option("--check", help="Exit 1 if any file is stale or edited; write nothing.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the diff of what would change; write nothing.")]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")]
+Templates = Annotated[Optional[Path], typer.Option("--templates", help="Template folder searched before the built-ins.")]
+
+
+def generate(check: Check = False, dry_run: DryRun = False, force: Force = False, templates: Templates = None) -> None:
+    """Regenerate every op of the project from its spec."""
+    from ..changes import Action
+    from ..errors import OpgenError
+    from ..generate import generate as run
+    from ..writer import unified_diff
+
+    root = project_root()
+    try:
+        result = run(root, check=check, dry_run=dry_run, force=force, templates=templates)
+    except OpgenError as exc:
+        raise fail(exc, root) from None
+    if dry_run:
+        for change in result.stale:
+            if change.action is not Action.EDITED:
+                typer.echo(unified_diff(change), nl=False)
+    report(result, check=check, dry_run=dry_run)
+    if check and result.stale:
+        err("error: generated files are out of date; run `opgen generate`")
+        raise typer.Exit(1)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(generate)

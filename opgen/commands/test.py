@@ -1,0 +1,23 @@
+"""`opgen test`: run the project's generated tests with pytest."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ._support import project_root
+
+
+def test(ctx: typer.Context) -> None:
+    """Run the project's generated tests with pytest (extra arguments go to pytest)."""
+    import subprocess
+
+    root = project_root()
+    chosen = any(not arg.startswith("-") for arg in ctx.args)  # the user named files or tests
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *([] if chosen else ["tests"]), *ctx.args]
+    raise typer.Exit(subprocess.call(command, cwd=root))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(test)

@@ -1,0 +1,42 @@
+"""The actions a run takes on a file, and what each means to the writer, --check and the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from opgen.changes import Action, summarize
+
+# action: (writes, stale, failed, label, planned label)
+TABLE = {
+    Action.CREATE: (True, True, False, "created", "would be created"),
+    Action.UPDATE: (True, True, False, "updated", "would be updated"),
+    Action.UNCHANGED: (False, False, False, "unchanged", "unchanged"),
+    Action.MERGE: (True, True, False, "merged", "would be merged"),
+    Action.CONFLICT: (True, True, True, "conflict", "would conflict"),
+    Action.UNRESOLVED: (False, True, True, "unresolved", "unresolved"),
+    Action.EDITED: (False, True, True, "edited", "edited"),
+    Action.OVERWRITE: (True, True, False, "overwritten", "would be overwritten"),
+    Action.REMOVE: (False, True, False, "removed", "would be removed"),
+    Action.KEEP: (False, False, False, "kept", "kept"),
+}
+
+
+def test_every_action_is_in_the_table() -> None:
+    assert set(TABLE) == set(Action)
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_action_meaning(action: Action) -> None:
+    writes, stale, failed, label, planned = TABLE[action]
+    assert (action.writes, action.stale, action.failed, action.label, action.planned_label) == (writes, stale, failed, label, planned)
+    assert action.to_stderr == failed
+
+
+def test_summary_counts_the_usual_five_and_the_rest_when_present() -> None:
+    assert summarize([Action.CREATE, Action.CREATE, Action.UNCHANGED]) == "2 created, 0 updated, 0 merged, 1 unchanged, 0 conflicts"
+    line = summarize([Action.REMOVE, Action.EDITED, Action.CONFLICT])
+    assert line == "0 created, 0 updated, 0 merged, 0 unchanged, 1 conflicts, 1 removed, 1 edited by hand"
+
+
+def test_actions_compare_with_their_manifest_words() -> None:
+    assert Action("merge") is Action.MERGE and Action.MERGE == "merge"
