@@ -80,7 +80,9 @@ def main() -> int:
             _write_project(root, options.ops, "bb" if run % 2 == 0 else "a")  # every op changes
             full.append(_time(["generate"], root))
         figures["full regeneration"] = min(full)
-        figures["no-op opgen generate"] = min(_time(["generate"], root) for _ in range(options.repeat))
+        figures["no-op opgen generate"] = min(
+            _time(["generate"], root) for _ in range(options.repeat)
+        )
         figures["opgen --help"] = min(_time(["--help"], root) for _ in range(options.repeat))
         files = sum(1 for p in root.rglob("*") if p.is_file())
     print(f"opgen speed, {options.ops} ops ({files} files), best of {options.repeat}:")
@@ -89,7 +91,9 @@ def main() -> int:
         target = TARGETS[name]
         good = figures[name] <= target
         ok &= good
-        print(f"  {name:<22} {figures[name]:6.3f} s   target <= {target:.1f} s   {'ok' if good else 'SLOW'}")
+        print(
+            f"  {name:<22} {figures[name]:6.3f} s   target <= {target:.1f} s   {'ok' if good else 'SLOW'}"
+        )
     return 0 if ok else 1
 
 

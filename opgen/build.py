@@ -36,7 +36,16 @@ from .fs import ProjectFiles
 from .project import Project, load_project
 from .generate import GenerateResult
 from .generate import generate as run_generate
-from .targets.cpp import AUTOGRAD_REGISTRATION, KERNEL_DIRS, PYBIND_SOURCE, REGISTRATION, device_registration, library_file, library_path, op_header
+from .targets.cpp import (
+    AUTOGRAD_REGISTRATION,
+    KERNEL_DIRS,
+    PYBIND_SOURCE,
+    REGISTRATION,
+    device_registration,
+    library_file,
+    library_path,
+    op_header,
+)
 
 __all__ = [
     "Toolchain",
@@ -54,7 +63,15 @@ __all__ = [
 
 BUILD_DIR = "build"
 _CXX_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-std=c++17", "-DNDEBUG"]
-_NVCC_FLAGS = ["-O3", "-DNDEBUG", "-std=c++17", "-Xcompiler", "-fPIC", "-DUSE_CUDA", "--expt-relaxed-constexpr"]
+_NVCC_FLAGS = [
+    "-O3",
+    "-DNDEBUG",
+    "-std=c++17",
+    "-Xcompiler",
+    "-fPIC",
+    "-DUSE_CUDA",
+    "--expt-relaxed-constexpr",
+]
 _CUDA_ARCH = "-arch=sm_90"
 _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
 
@@ -87,7 +104,14 @@ def find_toolchain() -> Toolchain:
             pass
     problems = []
     if cxx is None:
-        problems.append(Diagnostic(None, None, "no C++ compiler found (g++ or $CXX)", "install g++ (e.g. apt-get install g++)"))
+        problems.append(
+            Diagnostic(
+                None,
+                None,
+                "no C++ compiler found (g++ or $CXX)",
+                "install g++ (e.g. apt-get install g++)",
+            )
+        )
     if ninja is None:
         problems.append(Diagnostic(None, None, "ninja was not found", "pip install ninja"))
     if problems:
@@ -146,9 +170,11 @@ def _cuda_arch_flags(cuda_linked: bool) -> list[str]:
     import torch
 
     listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    archs = [a.replace(".", "").replace("+PTX", "") for a in listed.replace(";", " ").split()] if listed else [
-        a.removeprefix("sm_") for a in torch.cuda.get_arch_list() if a.startswith("sm_")
-    ]
+    archs = (
+        [a.replace(".", "").replace("+PTX", "") for a in listed.replace(";", " ").split()]
+        if listed
+        else [a.removeprefix("sm_") for a in torch.cuda.get_arch_list() if a.startswith("sm_")]
+    )
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs] or [_CUDA_ARCH]
 
 
@@ -173,7 +199,12 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     libs = ["-lc10", "-ltorch_cpu", "-ltorch"]
     if cuda_linked:
         cuda_home = Path(tools.nvcc).resolve().parent.parent  # type: ignore[arg-type]
-        libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{shlex.quote(str(cuda_home / 'lib64'))}", "-lcudart"]
+        libs += [
+            "-lc10_cuda",
+            "-ltorch_cuda",
+            f"-L{shlex.quote(str(cuda_home / 'lib64'))}",
+            "-lcudart",
+        ]
     library = library_path(config)
     nvcc_defines = [d for d in defines if d != "-DUSE_CUDA"]
     if not stable:
@@ -230,15 +261,29 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     if any(op.pybind for op in cpp_ops):
         pybind_module = f"{config.package}/_pybind{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
         lines += _pybind_lines(tools, includes, defines, kernel_objects, pybind_module, lib_dir)
-    check_objects = [f"{BUILD_DIR}/cuda_check/{s}.o" for s in cuda_sources] if not cuda_linked else []
+    check_objects = (
+        [f"{BUILD_DIR}/cuda_check/{s}.o" for s in cuda_sources] if not cuda_linked else []
+    )
     lines.append(f"build check_cuda: phony {' '.join(map(_q, check_objects))}")
     defaults = [library] + ([pybind_module] if pybind_module else [])
     lines.append(f"default {' '.join(map(_q, defaults))}")
-    notes = [f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans]
-    return BuildPlan("\n".join(lines) + "\n", library, cpp_sources, cuda_sources, cuda_linked, pybind_module, notes)
+    notes = [
+        f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans
+    ]
+    return BuildPlan(
+        "\n".join(lines) + "\n",
+        library,
+        cpp_sources,
+        cuda_sources,
+        cuda_linked,
+        pybind_module,
+        notes,
+    )
 
 
-def _pybind_lines(tools: Toolchain, includes, defines, kernel_objects, output: str, lib_dir: Path) -> list[str]:
+def _pybind_lines(
+    tools: Toolchain, includes, defines, kernel_objects, output: str, lib_dir: Path
+) -> list[str]:
     import torch
 
     python_include = sysconfig.get_paths()["include"]
@@ -272,10 +317,18 @@ def write_ninja(root: Path, plan: BuildPlan) -> Path:
 
 def foreign_symbols(library: Path) -> list[str]:
     """Undefined C++ symbols of torch's C++ API (at::, c10::, torch::) in `library`."""
-    nm = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True)
+    nm = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    )
     names = [line.split()[-1] for line in nm.stdout.splitlines() if line.strip()]
-    demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout.splitlines()
-    return [d for d in demangled if any(d.startswith(p) or f" {p}" in d or f"({p}" in d or f"<{p}" in d for p in _FOREIGN)]
+    demangled = subprocess.run(
+        ["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    return [
+        d
+        for d in demangled
+        if any(d.startswith(p) or f" {p}" in d or f"({p}" in d or f"<{p}" in d for p in _FOREIGN)
+    ]
 
 
 @dataclass
@@ -287,19 +340,29 @@ class BuildResult:
     seconds: float = 0.0
 
 
-def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False) -> BuildResult:
+def run_build(
+    project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False
+) -> BuildResult:
     """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result."""
     start = time.perf_counter()
     if not any(op.backend == "cpp" for op in project.ops):
-        return BuildResult(True, "nothing to build: the project has no backend = \"cpp\" ops")
+        return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
     root = project.root
     missing = [p for p in (REGISTRATION,) if not (root / p).is_file()]
     if missing:
-        raise OpgenError(Diagnostic(root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"))
+        raise OpgenError(
+            Diagnostic(
+                root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"
+            )
+        )
     tools = find_toolchain()
     plan = plan_build(project, tools, check_cuda)
     ninja_file = write_ninja(root, plan)
-    targets = ["check_cuda"] if check_cuda and plan.cuda_sources and tools.nvcc and not plan.cuda_linked else []
+    targets = (
+        ["check_cuda"]
+        if check_cuda and plan.cuda_sources and tools.nvcc and not plan.cuda_linked
+        else []
+    )
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
         command.append("-v")
@@ -308,10 +371,18 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     seconds = time.perf_counter() - start
     notes = plan.notes + _cuda_notes(plan, tools, check_cuda)
     if status != 0:
-        return BuildResult(False, f"build failed ({seconds:.1f} s): see the compiler messages above", plan, notes, seconds)
+        return BuildResult(
+            False,
+            f"build failed ({seconds:.1f} s): see the compiler messages above",
+            plan,
+            notes,
+            seconds,
+        )
     files = ProjectFiles(root)
     library = files.path(plan.library)
-    other = library.with_name(library_file("classic" if project.config.cpp_target == "stable" else "stable"))
+    other = library.with_name(
+        library_file("classic" if project.config.cpp_target == "stable" else "stable")
+    )
     files.unlink(other)  # left by a build for the other cpp_target
     if project.config.cpp_target == "stable":
         bad = foreign_symbols(library)
@@ -321,7 +392,7 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
             return BuildResult(
                 False,
                 f"{plan.library} uses torch C++ symbols, so it is not stable-ABI (removed it):\n    {shown}\n"
-                "  hint: use only torch/csrc/stable and torch/headeronly headers, or set cpp_target = \"classic\"",
+                '  hint: use only torch/csrc/stable and torch/headeronly headers, or set cpp_target = "classic"',
                 plan,
                 notes,
                 seconds,
@@ -340,7 +411,9 @@ def _cuda_notes(plan: BuildPlan, tools: Toolchain, check_cuda: bool) -> list[str
         return []
     why = "nvcc was not found" if tools.nvcc is None else "torch was built without CUDA"
     if check_cuda and tools.nvcc:
-        return [f"CUDA: {why}; compile-checked {len(plan.cuda_sources)} .cu file(s) with nvcc, linked none"]
+        return [
+            f"CUDA: {why}; compile-checked {len(plan.cuda_sources)} .cu file(s) with nvcc, linked none"
+        ]
     hint = " (pass --check-cuda to compile-check them with nvcc)" if tools.nvcc else ""
     return [f"CUDA skipped: {why}; {len(plan.cuda_sources)} .cu file(s) not built{hint}"]
 
@@ -357,7 +430,14 @@ class ProjectBuild:
         return self.build.ok
 
 
-def build_project(root: Path, *, jobs: int = 2, check_cuda: bool = False, verbose: bool = False, generate: bool = True) -> ProjectBuild:
+def build_project(
+    root: Path,
+    *,
+    jobs: int = 2,
+    check_cuda: bool = False,
+    verbose: bool = False,
+    generate: bool = True,
+) -> ProjectBuild:
     """Regenerate the project at `root` (unless `generate` is False), then compile its C++/CUDA ops.
 
     A generate run that fails (a conflict, an edited file) stops before the
@@ -365,5 +445,10 @@ def build_project(root: Path, *, jobs: int = 2, check_cuda: bool = False, verbos
     """
     generated = run_generate(root) if generate else None
     if generated is not None and generated.failed:
-        return ProjectBuild(generated, BuildResult(False, "`opgen generate` failed; fix the files above, then build again"))
-    return ProjectBuild(generated, run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose))
+        return ProjectBuild(
+            generated,
+            BuildResult(False, "`opgen generate` failed; fix the files above, then build again"),
+        )
+    return ProjectBuild(
+        generated, run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose)
+    )

@@ -19,5 +19,10 @@ def format_python(text: str, template: str, path: str) -> str:
         return black.format_str(text, mode=_MODE)
     except black.InvalidInput as exc:
         raise OpgenError(
-            Diagnostic(None, None, f"template {template} produced invalid Python for {path}: {exc}", "this is a template bug: check the template (or your override of it)")
+            Diagnostic(
+                None,
+                None,
+                f"template {template} produced invalid Python for {path}: {exc}",
+                "this is a template bug: check the template (or your override of it)",
+            )
         ) from None

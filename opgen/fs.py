@@ -55,7 +55,12 @@ class ProjectFiles:
         target = self.root / rel
         if not target.resolve().is_relative_to(self.root):
             raise OpgenError(
-                Diagnostic(target, None, "refusing to write outside the project (the path or a symlink leads out)", "remove the symlink or fix the path")
+                Diagnostic(
+                    target,
+                    None,
+                    "refusing to write outside the project (the path or a symlink leads out)",
+                    "remove the symlink or fix the path",
+                )
             )
         return target
 
@@ -68,7 +73,14 @@ class ProjectFiles:
         except FileNotFoundError:
             return None
         except (IsADirectoryError, UnicodeDecodeError) as exc:
-            raise OpgenError(Diagnostic(path, None, f"cannot read this file opgen manages: {exc}", "move it away; opgen will write it again")) from None
+            raise OpgenError(
+                Diagnostic(
+                    path,
+                    None,
+                    f"cannot read this file opgen manages: {exc}",
+                    "move it away; opgen will write it again",
+                )
+            ) from None
 
     def exists(self, rel: str | Path) -> bool:
         return self.path(rel).exists()

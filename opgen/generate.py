@@ -21,6 +21,7 @@ from .writer import Rendered, apply_changes, needs_writing, plan_changes
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
+
 @dataclass
 class GenerateResult:
     """One run's changes, per file; `written` is False when the run only planned them."""
@@ -57,29 +58,48 @@ def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root
     if artifact.make_initial_context is not None:
         initial = renderer.render(artifact.template, artifact.make_initial_context())
         if artifact.is_python:
-            initial = format_python(initial, str(renderer.template_path(artifact.template)), artifact.path)
+            initial = format_python(
+                initial, str(renderer.template_path(artifact.template)), artifact.path
+            )
     previous = manifest.files.get(artifact.path)
     if artifact.is_python:
         if previous is not None and previous.render == render_sha:
             # Same render as last time: reuse the formatted text instead of running black again.
             if previous.base is not None:
-                return Rendered(artifact.path, artifact.owner, artifact.source, previous.base, render_sha, initial)
+                return Rendered(
+                    artifact.path,
+                    artifact.owner,
+                    artifact.source,
+                    previous.base,
+                    render_sha,
+                    initial,
+                )
             on_disk = root / artifact.path
             if on_disk.is_file():
                 text = on_disk.read_text(encoding="utf-8")
                 if digest(text) == previous.sha256:
-                    return Rendered(artifact.path, artifact.owner, artifact.source, text, render_sha, initial)
+                    return Rendered(
+                        artifact.path, artifact.owner, artifact.source, text, render_sha, initial
+                    )
         raw = format_python(raw, str(renderer.template_path(artifact.template)), artifact.path)
     return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha, initial)
 
 
-def render_all(project: Project, manifest: Manifest, templates: Path | None = None, fresh_specs: frozenset[str] = frozenset()) -> list[Rendered]:
+def render_all(
+    project: Project,
+    manifest: Manifest,
+    templates: Path | None = None,
+    fresh_specs: frozenset[str] = frozenset(),
+) -> list[Rendered]:
     """Render and format every artifact of `project`. Reads only.
 
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
     renderer = Renderer(templates or project.config.templates)
-    return [_render_one(renderer, a, manifest, project.root) for a in collect_artifacts(project, fresh_specs)]
+    return [
+        _render_one(renderer, a, manifest, project.root)
+        for a in collect_artifacts(project, fresh_specs)
+    ]
 
 
 def generate(

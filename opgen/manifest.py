@@ -67,7 +67,10 @@ class Manifest:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             files = {k: Entry.from_json(v) for k, v in raw.get("files", {}).items()}
-            pending = {k: (Entry.from_json(v) if v is not None else None) for k, v in raw.get("pending", {}).items()}
+            pending = {
+                k: (Entry.from_json(v) if v is not None else None)
+                for k, v in raw.get("pending", {}).items()
+            }
         except (ValueError, TypeError, AttributeError, KeyError):
             return cls()  # a damaged manifest only costs the ability to spot edits
         manifest = cls(files)
@@ -90,7 +93,12 @@ class Manifest:
                 self.files[rel] = entry
 
     def dumps(self) -> str:
-        data: dict = {"version": _VERSION, "files": {k: v.to_json() for k, v in sorted(self.files.items())}}
+        data: dict = {
+            "version": _VERSION,
+            "files": {k: v.to_json() for k, v in sorted(self.files.items())},
+        }
         if self.pending:
-            data["pending"] = {k: (v.to_json() if v is not None else None) for k, v in sorted(self.pending.items())}
+            data["pending"] = {
+                k: (v.to_json() if v is not None else None) for k, v in sorted(self.pending.items())
+            }
         return json.dumps(data, indent=1, sort_keys=True) + "\n"

@@ -45,7 +45,9 @@ from difflib import SequenceMatcher
 
 __all__ = ["merge3", "MergeResult", "CONFLICT_START", "has_conflict_markers"]
 
-_PLACEHOLDER = re.compile(r"[ \t]*(#|//)[ \t]*opgen: placeholder[ \t]*$")  # Note [Placeholder lines]
+_PLACEHOLDER = re.compile(
+    r"[ \t]*(#|//)[ \t]*opgen: placeholder[ \t]*$"
+)  # Note [Placeholder lines]
 
 CONFLICT_START = "<<<<<<< "
 _BASE_MARK = "||||||| "
@@ -90,7 +92,11 @@ def _split(text: str) -> list[str]:
 
 def _edits(base: list[str], other: list[str], side: str) -> list[_Edit]:
     matcher = SequenceMatcher(None, base, other, autojunk=False)
-    return [_Edit(i1, i2, tuple(other[j1:j2]), side) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    return [
+        _Edit(i1, i2, tuple(other[j1:j2]), side)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
 
 
 def _unmarked(line: str) -> str | None:
@@ -111,7 +117,9 @@ def _scaffold_edits(base: list[str], theirs: list[str]) -> tuple[list[_Edit], li
     edits: list[_Edit] = []
     rewordings: list[_Edit] = []
     for edit in _edits(base, theirs, "theirs"):
-        old, new = [key(line) for line in base[edit.start : edit.end]], [key(line) for line in edit.lines]
+        old, new = [key(line) for line in base[edit.start : edit.end]], [
+            key(line) for line in edit.lines
+        ]
         if not (old and new and set(old) & set(new)):
             edits.append(edit)
             continue
@@ -123,7 +131,9 @@ def _scaffold_edits(base: list[str], theirs: list[str]) -> tuple[list[_Edit], li
                 continue
             for k in range(i2 - i1):
                 if base[start + k] != edit.lines[j1 + k]:
-                    rewordings.append(_Edit(start + k, start + k + 1, (edit.lines[j1 + k],), "theirs"))
+                    rewordings.append(
+                        _Edit(start + k, start + k + 1, (edit.lines[j1 + k],), "theirs")
+                    )
     return edits, rewordings
 
 
@@ -145,7 +155,9 @@ def _apply(base: list[str], start: int, end: int, edits: list[_Edit]) -> list[st
     return result
 
 
-def merge3(base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_label: str = "opgen") -> MergeResult:
+def merge3(
+    base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_label: str = "opgen"
+) -> MergeResult:
     if ours == base or ours == theirs:
         return MergeResult(theirs, 0)
     if theirs == base:
@@ -172,7 +184,9 @@ def merge3(base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_
             index += 1
         out.extend(b[position:start])
         mine = _apply(b, start, end, [e for e in group if e.side == "ours"])
-        shown = [e for e in group if e.side == "theirs"] + [r for r in yielded if start <= r.start < end]
+        shown = [e for e in group if e.side == "theirs"] + [
+            r for r in yielded if start <= r.start < end
+        ]
         new = _apply(b, start, end, sorted(shown, key=lambda e: e.start))
         if len({e.side for e in group}) == 1:
             out.extend(mine if group[0].side == "ours" else new)
@@ -186,7 +200,9 @@ def merge3(base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_
     return MergeResult(_restore_style("".join(out), ours), conflicts)
 
 
-def _conflict(mine: list[str], base: list[str], new: list[str], ours_label: str, theirs_label: str) -> list[str]:
+def _conflict(
+    mine: list[str], base: list[str], new: list[str], ours_label: str, theirs_label: str
+) -> list[str]:
     """Markers around the differing middle; lines both sides agree on stay outside (as zdiff3)."""
     head = 0
     while head < min(len(mine), len(new)) and mine[head] == new[head]:

@@ -20,7 +20,13 @@ class NewResult:
     generated: GenerateResult
 
 
-def new_op(cwd: Path, qualname: str, schema: str | None = None, backend: str | None = None, devices: Sequence[str] = ("cpu",)) -> NewResult:
+def new_op(
+    cwd: Path,
+    qualname: str,
+    schema: str | None = None,
+    backend: str | None = None,
+    devices: Sequence[str] = ("cpu",),
+) -> NewResult:
     """Create op `qualname` ("namespace::op"), and the project when `cwd` is in none, then generate it.
 
     The new spec (and opgen.toml) go to generate's writer with the generated

@@ -63,7 +63,11 @@ def builtin_names() -> list[str]:
 def _override_names(folder: Path | None) -> list[str]:
     if folder is None or not folder.is_dir():
         return []
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
 
 
 def _builtin_text(name: str) -> str:
@@ -95,7 +99,10 @@ def list_templates(root: Path, folder: Path | None) -> list[TemplateInfo]:
     builtins = builtin_names()
     overrides = set(_override_names(folder))
     records = _records(root)
-    infos = [TemplateInfo(n, True, n in overrides, n in overrides and _is_behind(root, records, n)) for n in builtins]
+    infos = [
+        TemplateInfo(n, True, n in overrides, n in overrides and _is_behind(root, records, n))
+        for n in builtins
+    ]
     infos += [TemplateInfo(n, False, True, False) for n in sorted(overrides - set(builtins))]
     return infos
 
@@ -111,7 +118,9 @@ def override_warnings(root: Path, folder: Path | None) -> list[str]:
                 f"see `opgen templates diff {info.name}`, port what you need, then `opgen templates ack {info.name}`"
             )
         elif not info.builtin and not info.name.split("/")[-1].startswith("_"):
-            warnings.append(f"{shown} does not replace any built-in template (check its name with `opgen templates list`)")
+            warnings.append(
+                f"{shown} does not replace any built-in template (check its name with `opgen templates list`)"
+            )
     return warnings
 
 
@@ -127,7 +136,11 @@ def _shown(root: Path, folder: Path | None) -> str:
 def _check_name(name: str) -> None:
     if name not in builtin_names():
         close = difflib.get_close_matches(name, builtin_names(), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else "`opgen templates list` shows every template"
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "`opgen templates list` shows every template"
+        )
         raise OpgenError(Diagnostic(None, None, f"no built-in template named {name!r}", hint))
 
 
@@ -144,7 +157,14 @@ def eject(root: Path, folder: Path | None, name: str) -> tuple[Path, bool]:
     folder = folder if folder is not None else files.root / DEFAULT_FOLDER
     target = files.path(folder / name)
     if target.exists():
-        raise OpgenError(Diagnostic(target, None, "this template is already overridden; opgen will not overwrite your copy", "delete it first to eject a fresh copy, or see `opgen templates diff`"))
+        raise OpgenError(
+            Diagnostic(
+                target,
+                None,
+                "this template is already overridden; opgen will not overwrite your copy",
+                "delete it first to eject a fresh copy, or see `opgen templates diff`",
+            )
+        )
     text = _builtin_text(name)
     if set_option:
         _set_templates_option(files, DEFAULT_FOLDER)
@@ -175,10 +195,16 @@ def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
     if original.is_file():
         old, label = original.read_text(encoding="utf-8"), f"built-in {name} when ejected"
     elif folder is not None and (folder / name).is_file():
-        old, label = (folder / name).read_text(encoding="utf-8"), f"your {_shown(root, folder)}/{name}"
+        old, label = (folder / name).read_text(
+            encoding="utf-8"
+        ), f"your {_shown(root, folder)}/{name}"
     else:
         old, label = "", "(nothing)"
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), label, f"built-in {name} now"))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), label, f"built-in {name} now"
+        )
+    )
 
 
 _OPTIONS_HEADER = re.compile(r"^\s*\[options\]\s*(#.*)?$", re.MULTILINE)

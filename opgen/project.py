@@ -46,7 +46,11 @@ def _spec_files(root: Path, new: Iterable[str]) -> list[Path]:
     folder = root / OPS_DIR
     if folder.exists() and not folder.resolve().is_relative_to(root):
         return []  # an ops/ leading outside the project is reported, not read
-    found = {p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")} if folder.is_dir() else set()
+    found = (
+        {p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")}
+        if folder.is_dir()
+        else set()
+    )
     found |= {root / rel for rel in new if Path(rel).parent == Path(OPS_DIR)}
     return sorted(found)
 
@@ -63,7 +67,12 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
         path = root / rel
         if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(root):
             problems.append(
-                Diagnostic(path, None, f"{rel}/ leads outside the project (a symlink to {path.resolve()})", f"make {rel}/ a real folder inside the project")
+                Diagnostic(
+                    path,
+                    None,
+                    f"{rel}/ leads outside the project (a symlink to {path.resolve()})",
+                    f"make {rel}/ a real folder inside the project",
+                )
             )
     return problems
 
@@ -76,10 +85,22 @@ def _file_problems(root: Path, files: list[Path]) -> tuple[list[Diagnostic], lis
     for path in files:
         if not _SPEC_FILE.match(path.name):
             problems.append(
-                Diagnostic(ops_dir, None, f"spec file name {path.name!r} has characters other than letters, digits, '_', '-' and '.'", "rename the file, e.g. ops/my_op.toml")
+                Diagnostic(
+                    ops_dir,
+                    None,
+                    f"spec file name {path.name!r} has characters other than letters, digits, '_', '-' and '.'",
+                    "rename the file, e.g. ops/my_op.toml",
+                )
             )
         elif path.is_symlink() and not path.resolve().is_relative_to(root):
-            problems.append(Diagnostic(path, None, "spec is a symlink leading outside the project", "copy the file into ops/ instead"))
+            problems.append(
+                Diagnostic(
+                    path,
+                    None,
+                    "spec is a symlink leading outside the project",
+                    "copy the file into ops/ instead",
+                )
+            )
         else:
             good.append(path)
     return problems, good

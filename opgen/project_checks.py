@@ -70,13 +70,19 @@ def _op_cpp_problems(op: OpSpec) -> list[Diagnostic]:
         try:
             arg_type(arg.type, op.cpp_target)
         except ValueError:
-            why = " (the stable ABI has no Scalar; use float or int)" if "Scalar" in arg.type else ""
+            why = (
+                " (the stable ABI has no Scalar; use float or int)" if "Scalar" in arg.type else ""
+            )
             problems.append(
                 Diagnostic(
                     op.path,
                     op.lines.get("schema"),
                     f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type}{why}",
-                    _STABLE_HINT if op.cpp_target == "stable" else "use a type from the table in docs/cpp.md",
+                    (
+                        _STABLE_HINT
+                        if op.cpp_target == "stable"
+                        else "use a type from the table in docs/cpp.md"
+                    ),
                 )
             )
     if op.pybind and op.cpp_target != "classic":

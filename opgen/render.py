@@ -52,18 +52,37 @@ class Renderer:
             return self.env.get_template(name).render(**context)
         except jinja2.TemplateSyntaxError as exc:
             path = Path(exc.filename) if exc.filename else self.template_path(name)
-            raise OpgenError(Diagnostic(path, exc.lineno, f"template syntax error: {exc.message}", "fix the template")) from None
+            raise OpgenError(
+                Diagnostic(
+                    path, exc.lineno, f"template syntax error: {exc.message}", "fix the template"
+                )
+            ) from None
         except jinja2.TemplateNotFound as exc:
             where, line, via = self._locate(exc, name)
             hint = "check the name; `opgen templates list` shows every template"
-            raise OpgenError(Diagnostic(where, line, f"template {exc.name!r} not found{via}", hint)) from None
+            raise OpgenError(
+                Diagnostic(where, line, f"template {exc.name!r} not found{via}", hint)
+            ) from None
         except jinja2.UndefinedError as exc:
             where, line, via = self._locate(exc, name)
             hint = "docs/templates.md lists the variables each template receives"
-            raise OpgenError(Diagnostic(where, line, f"template uses an undefined variable: {exc.message}{via}", hint)) from None
-        except Exception as exc:  # a template calling something wrongly: still name the template and line
+            raise OpgenError(
+                Diagnostic(
+                    where, line, f"template uses an undefined variable: {exc.message}{via}", hint
+                )
+            ) from None
+        except (
+            Exception
+        ) as exc:  # a template calling something wrongly: still name the template and line
             where, line, via = self._locate(exc, name)
-            raise OpgenError(Diagnostic(where, line, f"template failed: {type(exc).__name__}: {exc}{via}", "fix the template")) from None
+            raise OpgenError(
+                Diagnostic(
+                    where,
+                    line,
+                    f"template failed: {type(exc).__name__}: {exc}{via}",
+                    "fix the template",
+                )
+            ) from None
 
     def _locate(self, exc: BaseException, name: str) -> tuple[Path, int | None, str]:
         """The innermost template frame of `exc` (file, line) and the frames that led there."""
@@ -82,4 +101,3 @@ class Renderer:
         path, line = frames[-1]
         via = "".join(f" (from {p}:{n})" for p, n in reversed(frames[:-1]) if p != path)
         return path, line, via
-

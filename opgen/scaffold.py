@@ -112,21 +112,32 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
     try:
         parsed = FunctionSchema.parse("opgen_op" + schema)
     except BaseException as exc:
-        raise OpgenError(Diagnostic(None, None, f"--schema is not a valid schema: {exc}".replace("opgen_op", ""), 'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"')) from None
+        raise OpgenError(
+            Diagnostic(
+                None,
+                None,
+                f"--schema is not a valid schema: {exc}".replace("opgen_op", ""),
+                'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
+            )
+        ) from None
     args = parsed.arguments.flat_all
     tensors = [a.name for a in args if str(a.type) == "Tensor"]
     mutated = [a.name for a in args if a.annotation is not None and a.annotation.is_write]
     sample = "\n".join(
         f"{a.name} = {_SAMPLE_VALUES[normalize_type(str(a.type)).rstrip('?')]}"
         for a in args
-        if a.default is None and not str(a.type).endswith("?") and normalize_type(str(a.type)).rstrip("?") in _SAMPLE_VALUES
+        if a.default is None
+        and not str(a.type).endswith("?")
+        and normalize_type(str(a.type)).rstrip("?") in _SAMPLE_VALUES
     )
     fake = ""
     if parsed.returns:
         source = next((t for t in tensors if t not in mutated), tensors[0] if tensors else None)
         rule = f"{source}.new_empty({source}.shape)" if source else "torch.empty(0)"
         rules = [f"[{rule}]" if str(r.type) == "Tensor[]" else rule for r in parsed.returns]
-        value = f'"{rules[0]}"' if len(rules) == 1 else "[" + ", ".join(f'"{r}"' for r in rules) + "]"
+        value = (
+            f'"{rules[0]}"' if len(rules) == 1 else "[" + ", ".join(f'"{r}"' for r in rules) + "]"
+        )
         fake = f"[fake]\nexpr = {value}   # the output rule torch.compile uses: edit to match the kernel\n"
     return _CUSTOM_SPEC.format(
         qualname=qualname,
@@ -142,14 +153,28 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
 def _split_name(qualname: str) -> tuple[str, str]:
     match = re.fullmatch(r"([^:]+)::([^:]+)", qualname)
     if not match:
-        raise OpgenError(Diagnostic(None, None, f"op name {qualname!r} must look like 'namespace::op'", "e.g. opgen new mylib::foo"))
+        raise OpgenError(
+            Diagnostic(
+                None,
+                None,
+                f"op name {qualname!r} must look like 'namespace::op'",
+                "e.g. opgen new mylib::foo",
+            )
+        )
     namespace, name = match.groups()
     for value, what in ((namespace, "namespace"), (name, "op name")):
         problem = identifier_problem(value, what)
         if problem:
             raise OpgenError(Diagnostic(None, None, problem, "use a short snake_case identifier"))
     if namespace in RESERVED_NAMESPACES or namespace.startswith("_"):
-        raise OpgenError(Diagnostic(None, None, f"namespace {namespace!r} is reserved by PyTorch", "choose your own library name, e.g. 'mylib'"))
+        raise OpgenError(
+            Diagnostic(
+                None,
+                None,
+                f"namespace {namespace!r} is reserved by PyTorch",
+                "choose your own library name, e.g. 'mylib'",
+            )
+        )
     return namespace, name
 
 
@@ -163,7 +188,9 @@ class NewOp:
     sources: dict[str, str]
 
 
-def compose_new_op(cwd: Path, qualname: str, schema: str | None, backend: str | None, devices: Sequence[str]) -> NewOp:
+def compose_new_op(
+    cwd: Path, qualname: str, schema: str | None, backend: str | None, devices: Sequence[str]
+) -> NewOp:
     """The spec of a new op (and opgen.toml when `cwd` is in no project); raises OpgenError for bad arguments."""
     namespace, name = _split_name(qualname)
     root = find_root(cwd)
@@ -177,24 +204,52 @@ def compose_new_op(cwd: Path, qualname: str, schema: str | None, backend: str | 
 
         backend = build_config(load_toml(root / CONFIG_FILE)).backend
     if backend not in ("python", "cpp"):
-        raise OpgenError(Diagnostic(None, None, f"--backend must be 'python' or 'cpp', not {backend!r}", ""))
+        raise OpgenError(
+            Diagnostic(None, None, f"--backend must be 'python' or 'cpp', not {backend!r}", "")
+        )
     devices = list(devices)
     bad = [d for d in devices if d not in ("cpu", "cuda")]
     if bad or not devices:
-        raise OpgenError(Diagnostic(None, None, f"--devices takes cpu and/or cuda, not {', '.join(bad) or 'nothing'}", "e.g. --devices cpu,cuda"))
+        raise OpgenError(
+            Diagnostic(
+                None,
+                None,
+                f"--devices takes cpu and/or cuda, not {', '.join(bad) or 'nothing'}",
+                "e.g. --devices cpu,cuda",
+            )
+        )
     spec = f"{OPS_DIR}/{name}.toml"
     if (root / spec).exists():
-        raise OpgenError(Diagnostic(root / spec, None, f"{qualname} already has a spec", "edit it and run `opgen generate`"))
+        raise OpgenError(
+            Diagnostic(
+                root / spec,
+                None,
+                f"{qualname} already has a spec",
+                "edit it and run `opgen generate`",
+            )
+        )
     # The package takes the namespace's name unless that would shadow a module generated code imports.
     package = namespace if package_problem(namespace) is None else f"{namespace}_ops"
-    kernel = cpp_kernel_path(name, "cpu") if backend == "cpp" else python_kernel_path(package if created_project else "the package", name)
+    kernel = (
+        cpp_kernel_path(name, "cpu")
+        if backend == "cpp"
+        else python_kernel_path(package if created_project else "the package", name)
+    )
     if schema is None or schema.strip() == DEFAULT_SCHEMA:
-        text = _SINE_SPEC.format(qualname=qualname, schema=DEFAULT_SCHEMA, kernel=kernel, devices=_toml_list(devices), backend=backend)
+        text = _SINE_SPEC.format(
+            qualname=qualname,
+            schema=DEFAULT_SCHEMA,
+            kernel=kernel,
+            devices=_toml_list(devices),
+            backend=backend,
+        )
     else:
         text = _custom_spec(qualname, schema.strip(), devices, backend)
     sources = {spec: text}
     if created_project:
-        sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(namespace=namespace, package=package, backend=backend)
+        sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(
+            namespace=namespace, package=package, backend=backend
+        )
     return NewOp(root, spec, backend, sources)
 
 

@@ -39,7 +39,9 @@ class Rendered:
     source: str
     content: str  # the render: a generated file's text, a user file's scaffold (its merge base)
     render_sha: str = ""
-    initial: str | None = None  # a fresh user file's first text when it differs from the scaffold (a starter body)
+    initial: str | None = (
+        None  # a fresh user file's first text when it differs from the scaffold (a starter body)
+    )
 
 
 def _same(a: str, b: str) -> bool:
@@ -47,14 +49,21 @@ def _same(a: str, b: str) -> bool:
 
 
 def plan_changes(
-    files: ProjectFiles, rendered: list[Rendered], manifest: Manifest, force: bool = False, sources: Mapping[str, str] | None = None
+    files: ProjectFiles,
+    rendered: list[Rendered],
+    manifest: Manifest,
+    force: bool = False,
+    sources: Mapping[str, str] | None = None,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
 
     `sources` are new project files (path -> text) that `opgen new` composed: a
     spec, and `opgen.toml` for a new project. They are created, never tracked.
     """
-    changes = [_plan_source(path, text, files.read_text(path)) for path, text in sorted((sources or {}).items())]
+    changes = [
+        _plan_source(path, text, files.read_text(path))
+        for path, text in sorted((sources or {}).items())
+    ]
     wanted = {r.path for r in rendered}
     for item in rendered:
         current = files.read_text(item.path)
@@ -74,22 +83,42 @@ def _plan_source(path: str, text: str, current: str | None) -> Change:
         return Change(path, Action.CREATE, None, text, None)
     if _same(current, text):
         return Change(path, Action.UNCHANGED, current, current, None)
-    raise OpgenError(Diagnostic(None, None, f"{path} appeared while opgen was creating it; nothing was written", "run the command again"))
+    raise OpgenError(
+        Diagnostic(
+            None,
+            None,
+            f"{path} appeared while opgen was creating it; nothing was written",
+            "run the command again",
+        )
+    )
 
 
 def _plan_orphan(path: str, entry: Entry, current: str | None, force: bool) -> Change:
     """A file whose spec (or template) is gone."""
     if entry.owner == Owner.USER:
-        note = f"its spec {entry.source} is gone; the file is yours, so it stays" if current is not None else ""
+        note = (
+            f"its spec {entry.source} is gone; the file is yours, so it stays"
+            if current is not None
+            else ""
+        )
         return Change(path, Action.KEEP, current, current, None, note)
     if current is None:
         return Change(path, Action.REMOVE, None, None, None)
     if digest(current) != entry.sha256 and not force:
-        return Change(path, Action.EDITED, current, current, entry, "edited by hand and no longer generated; delete it yourself or pass --force")
+        return Change(
+            path,
+            Action.EDITED,
+            current,
+            current,
+            entry,
+            "edited by hand and no longer generated; delete it yourself or pass --force",
+        )
     return Change(path, Action.REMOVE, current, None, None)
 
 
-def _plan_generated(item: Rendered, current: str | None, previous: Entry | None, force: bool) -> Change:
+def _plan_generated(
+    item: Rendered, current: str | None, previous: Entry | None, force: bool
+) -> Change:
     entry = Entry(Owner.GENERATED, item.source, digest(item.content), item.render_sha)
     if current is None:
         return Change(item.path, Action.CREATE, None, item.content, entry)
@@ -100,7 +129,14 @@ def _plan_generated(item: Rendered, current: str | None, previous: Entry | None,
     if ours or unknown_but_generated:
         return Change(item.path, Action.UPDATE, current, item.content, entry)
     if force:
-        return Change(item.path, Action.OVERWRITE, current, item.content, entry, "your edits were overwritten (--force)")
+        return Change(
+            item.path,
+            Action.OVERWRITE,
+            current,
+            item.content,
+            entry,
+            "your edits were overwritten (--force)",
+        )
     return Change(
         item.path,
         Action.EDITED,
@@ -115,22 +151,52 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     scaffold = item.content
 
     def entry(written: str) -> Entry:
-        return Entry(Owner.USER, item.source, digest(scaffold), item.render_sha, base=scaffold, written=digest(written))
+        return Entry(
+            Owner.USER,
+            item.source,
+            digest(scaffold),
+            item.render_sha,
+            base=scaffold,
+            written=digest(written),
+        )
 
     if current is None:
         if previous is not None:
-            return Change(item.path, Action.KEEP, None, None, previous, "you deleted this file; opgen leaves it deleted (remove it from .opgen/manifest.json to get a fresh scaffold)")
+            return Change(
+                item.path,
+                Action.KEEP,
+                None,
+                None,
+                previous,
+                "you deleted this file; opgen leaves it deleted (remove it from .opgen/manifest.json to get a fresh scaffold)",
+            )
         first = scaffold if item.initial is None else item.initial
         return Change(item.path, Action.CREATE, None, first, entry(first))
     if previous is None or previous.base is None:
         if _same(current, scaffold):
             return Change(item.path, Action.UNCHANGED, current, current, entry(current))
-        return Change(item.path, Action.KEEP, current, current, None, "not created by opgen (or its record in .opgen/ is lost); left as it is, no merge")
+        return Change(
+            item.path,
+            Action.KEEP,
+            current,
+            current,
+            None,
+            "not created by opgen (or its record in .opgen/ is lost); left as it is, no merge",
+        )
     if has_conflict_markers(current):
-        return Change(item.path, Action.UNRESOLVED, current, current, previous, f"still has conflict markers; resolve them (your version before the merge is in {BACKUP_DIR}/{item.path})")
+        return Change(
+            item.path,
+            Action.UNRESOLVED,
+            current,
+            current,
+            previous,
+            f"still has conflict markers; resolve them (your version before the merge is in {BACKUP_DIR}/{item.path})",
+        )
     if previous.base == scaffold:
         return Change(item.path, Action.UNCHANGED, current, current, previous)
-    result = merge3(previous.base, current, scaffold, theirs_label=f"opgen (new scaffold from {item.source})")
+    result = merge3(
+        previous.base, current, scaffold, theirs_label=f"opgen (new scaffold from {item.source})"
+    )
     if result.text == current:
         return Change(item.path, Action.UNCHANGED, current, current, entry(current))
     if result.conflicts:
@@ -176,7 +242,9 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
 def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
     """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal]."""
     manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
-    manifest.pending.update({c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None})
+    manifest.pending.update(
+        {c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None}
+    )
     if manifest.pending:
         files.write_text(MANIFEST_FILE, manifest.dumps())
     for change in changes:

@@ -41,12 +41,18 @@ class _Rewrite(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id in self.inputs or node.id in ("grad", "grads", "torch", "math", "F") or node.id.startswith("result"):
+        if (
+            node.id in self.inputs
+            or node.id in ("grad", "grads", "torch", "math", "F")
+            or node.id.startswith("result")
+        ):
             return node
         if node.id in SAFE_BUILTINS:
             return node
         # another op of the same library
-        return ast.copy_location(ast.parse(f"torch.ops.{self.op.namespace}.{node.id}", mode="eval").body, node)
+        return ast.copy_location(
+            ast.parse(f"torch.ops.{self.op.namespace}.{node.id}", mode="eval").body, node
+        )
 
 
 def _uses(op: OpSpec) -> tuple[set[str], dict[str, set[str]], set[str]]:
@@ -72,7 +78,9 @@ def _uses(op: OpSpec) -> tuple[set[str], dict[str, set[str]], set[str]]:
             if isinstance(node, ast.Name):
                 if node.id in inputs and id(node) not in meta_nodes:
                     full.add(node.id)
-                elif node.id == "result" or (node.id.startswith("result") and node.id[6:].isdigit()):
+                elif node.id == "result" or (
+                    node.id.startswith("result") and node.id[6:].isdigit()
+                ):
                     results.add(node.id)
     for name in full:
         meta.pop(name, None)
@@ -149,7 +157,8 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         tree = rewrite.visit(ast.parse(formula.expression, mode="eval"))
         code = ast.unparse(tree)
         flags = [
-            f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]" for name in formula.inputs
+            f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]"
+            for name in formula.inputs
         ]
         condition = flags[0] if len(flags) == 1 else f"any(({', '.join(flags)}))"
         targets = ", ".join(f"_grad_{name}" for name in formula.inputs)
@@ -162,7 +171,9 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         backward.append(f"return ({returns},)[: len(ctx.needs_input_grad)]")
     else:
         backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
-    params = "ctx, inputs, output" + (", keyword_only_inputs" if any(a.kwarg_only for a in args) else "")
+    params = "ctx, inputs, output" + (
+        ", keyword_only_inputs" if any(a.kwarg_only for a in args) else ""
+    )
     return AutogradPlan(params, tuple(setup), tuple(backward))
 
 

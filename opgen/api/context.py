@@ -18,15 +18,26 @@ from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["op_context", "project_context", "ops_list", "spec_path"]
 
+
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
     module = op.module
     if op.per_device:
         return [
-            {"device": d, "function": f"{module}_{d}", "device_types": repr((d,)), "dispatch_key": DISPATCH_KEYS[d]}
+            {
+                "device": d,
+                "function": f"{module}_{d}",
+                "device_types": repr((d,)),
+                "dispatch_key": DISPATCH_KEYS[d],
+            }
             for d in op.devices
         ]
     return [
-        {"device": d, "function": module, "device_types": repr(tuple(op.devices)), "dispatch_key": DISPATCH_KEYS[d]}
+        {
+            "device": d,
+            "function": module,
+            "device_types": repr(tuple(op.devices)),
+            "dispatch_key": DISPATCH_KEYS[d],
+        }
         for d in op.devices
     ][: None if op.registration == "library" else 1]
 
@@ -39,7 +50,11 @@ def _no_grad_message(op: OpSpec) -> str | None:
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
     """The op's spec as generated files name it: relative to the project root."""
-    return op.path.relative_to(config.root).as_posix() if op.path.is_relative_to(config.root) else op.path.name
+    return (
+        op.path.relative_to(config.root).as_posix()
+        if op.path.is_relative_to(config.root)
+        else op.path.name
+    )
 
 
 def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
@@ -71,10 +86,19 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "docstring": py.docstring(op.doc or f"The {op.qualname} operator."),
         "kernels": _kernels(op),
         "fake_checks": [
-            {"expression": c, "message": repr(f"{op.qualname}: expected {c}")} for c in op.fake.checks
+            {"expression": c, "message": repr(f"{op.qualname}: expected {c}")}
+            for c in op.fake.checks
         ],
         "fake_return": ", ".join(py.fake_outputs(op)),
-        "autograd": {"setup_params": plan.setup_params, "setup_lines": plan.setup_lines, "backward_lines": plan.backward_lines} if plan else None,
+        "autograd": (
+            {
+                "setup_params": plan.setup_params,
+                "setup_lines": plan.setup_lines,
+                "backward_lines": plan.backward_lines,
+            }
+            if plan
+            else None
+        ),
         "no_grad_message": _no_grad_message(op),
         "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),

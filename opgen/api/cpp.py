@@ -93,6 +93,7 @@ _CLASSIC_OPTIONAL = {
     "Scalar?": "const std::optional<at::Scalar>&",
 }
 
+
 @dataclass(frozen=True)
 class CppType:
     """What one target needs: tensor type, parameter types, check macro, includes."""

@@ -26,6 +26,7 @@ class CppFiles:
     header: str
     kernels: Mapping[str, str]
 
+
 SCALAR_TYPES = {
     "float32": "Float",
     "float64": "Double",
@@ -40,7 +41,6 @@ SCALAR_TYPES = {
     "complex64": "ComplexFloat",
     "complex128": "ComplexDouble",
 }
-
 
 
 def _scalar_type(target: str, dtype: str) -> str:
@@ -85,29 +85,41 @@ def _checks(op: OpSpec, device: str) -> list[str]:
         if arg.type == "Tensor":
             lines.append(f'{check}({arg.name}.{method}(), "{q}: {arg.name} must be {what}");')
         elif arg.type == "Tensor?":
-            lines.append(f'{check}(!{arg.name}.has_value() || {arg.name}->{method}(), "{q}: {arg.name} must be {what}");')
+            lines.append(
+                f'{check}(!{arg.name}.has_value() || {arg.name}->{method}(), "{q}: {arg.name} must be {what}");'
+            )
         elif arg.type == "Tensor[]":
             t = _locals(op)["t"]
             lines.append(f"for (const auto& {t} : {arg.name}) {{")
-            lines.append(f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");')
+            lines.append(
+                f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");'
+            )
             lines.append("}")
     allowed = [d for d in op.test.dtypes if d in SCALAR_TYPES]
     fixed = _explicit_dtypes(op)
     checked = [a for a in tensors if a.name not in fixed]
     if checked and allowed:
         first = checked[0].name
-        condition = " || ".join(f"{first}.scalar_type() == {_scalar_type(target, d)}" for d in allowed)
+        condition = " || ".join(
+            f"{first}.scalar_type() == {_scalar_type(target, d)}" for d in allowed
+        )
         lines.append(f'{check}({condition}, "{q}: {first} must be {" or ".join(allowed)}");')
         for arg in checked[1:]:
-            lines.append(f'{check}({arg.name}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {first}");')
+            lines.append(
+                f'{check}({arg.name}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {first}");'
+            )
     if device == "cuda" and len(tensors) > 1:
         first = tensors[0].name
         same = "get_device_index()" if target == "stable" else "device()"
         for arg in tensors[1:]:
-            lines.append(f'{check}({arg.name}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {first}");')
+            lines.append(
+                f'{check}({arg.name}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {first}");'
+            )
     for arg in op.args:
         if arg.mutated and arg.type == "Tensor":
-            lines.append(f'{check}({arg.name}.is_contiguous(), "{q}: {arg.name} must be contiguous");')
+            lines.append(
+                f'{check}({arg.name}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
+            )
     return lines
 
 
@@ -117,7 +129,11 @@ def _contiguous(op: OpSpec) -> list[str]:
     lines = []
     for arg in op.args:
         if arg.type == "Tensor" and not arg.mutated:
-            value = f"torch::stable::contiguous({arg.name})" if op.cpp_target == "stable" else f"{arg.name}.contiguous()"
+            value = (
+                f"torch::stable::contiguous({arg.name})"
+                if op.cpp_target == "stable"
+                else f"{arg.name}.contiguous()"
+            )
             lines.append(f"const {tensor} {arg.name}_c = {value};")
     return lines
 
@@ -132,7 +148,12 @@ def _header_includes(op: OpSpec) -> list[str]:
     if any(t.endswith("[]") for t in types) or any(r.type == "Tensor[]" for r in op.returns):
         std.add("<vector>")
     if op.cpp_target == "stable":
-        torch = ["<torch/csrc/stable/library.h>", "<torch/csrc/stable/ops.h>", "<torch/csrc/stable/tensor.h>", "<torch/headeronly/core/ScalarType.h>"]
+        torch = [
+            "<torch/csrc/stable/library.h>",
+            "<torch/csrc/stable/ops.h>",
+            "<torch/csrc/stable/tensor.h>",
+            "<torch/headeronly/core/ScalarType.h>",
+        ]
         if "Device" in types:
             torch.append("<torch/csrc/stable/device.h>")
         if "str" in types:
@@ -173,14 +194,21 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "first_tensor": tensors[0] if tensors else None,
         "cpu_file": files.kernels["cpu"],
         "cuda_file": files.kernels["cuda"],
-        "not_implemented": {d: cpp.cpp_string(f"{op.qualname} is not implemented on {d.upper()}: edit {files.kernels[d]}") for d in op.devices},
+        "not_implemented": {
+            d: cpp.cpp_string(
+                f"{op.qualname} is not implemented on {d.upper()}: edit {files.kernels[d]}"
+            )
+            for d in op.devices
+        },
         "cuda_kernel": f"{op.module}_kernel",
         "local": _locals(op),
         "pybind": op.pybind,
     }
 
 
-def cpp_project_context(config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mapping[str, Any]]], library_file: str) -> dict[str, Any]:
+def cpp_project_context(
+    config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mapping[str, Any]]], library_file: str
+) -> dict[str, Any]:
     """The `cpp` variables of the project-wide C++ templates, from each C++ op and its `op.cpp` context."""
     devices = sorted({d for op, _ in ops for d in op.devices})
     return {
@@ -190,7 +218,11 @@ def cpp_project_context(config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mappi
         "dispatch_keys": dict(DISPATCH_KEYS),
         "defs": [c["def_schema"] for _, c in ops],
         "impls": {
-            d: [{"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for op, c in ops if d in op.devices]
+            d: [
+                {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
+                for op, c in ops
+                if d in op.devices
+            ]
             for d in devices
         },
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
@@ -202,7 +234,10 @@ def cpp_project_context(config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mappi
         "pybind_ops": [
             {
                 "name": op.module,
-                "functions": [{"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"} for d in op.devices],
+                "functions": [
+                    {"device": d, "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
+                    for d in op.devices
+                ],
                 "header": c["header"],
                 "doc": cpp.cpp_string(op.doc.strip() or op.qualname),
             }

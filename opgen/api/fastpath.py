@@ -56,7 +56,12 @@ def no_grad_message(op: OpSpec) -> str | None:
 
 def refuses_backward_in_cpp(op: OpSpec) -> bool:
     """Whether the compiled library registers the op's refusing autograd kernel (classic target)."""
-    return op.backend == "cpp" and op.cpp_target == "classic" and not op.mutated and no_grad_message(op) is not None
+    return (
+        op.backend == "cpp"
+        and op.cpp_target == "classic"
+        and not op.mutated
+        and no_grad_message(op) is not None
+    )
 
 
 def _python_autograd(op: OpSpec) -> bool:

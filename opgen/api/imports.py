@@ -18,7 +18,12 @@ __all__ = ["module_imports", "test_imports", "testing_names"]
 
 
 def _globals(expressions: Iterable[str]) -> set[str]:
-    return {node.id for text in expressions for node in ast.walk(ast.parse(text, mode="eval")) if isinstance(node, ast.Name)}
+    return {
+        node.id
+        for text in expressions
+        for node in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(node, ast.Name)
+    }
 
 
 def _grouped(stdlib: list[str], third_party: list[str]) -> list[str]:
@@ -46,14 +51,21 @@ def module_imports(op: OpSpec) -> list[str]:
 def test_imports(op: OpSpec) -> list[str]:
     """The standard-library and third-party imports of the op's generated tests."""
     used = _globals([op.test.reference] if op.test.reference else [])
-    third_party = ["import pytest", "import torch"] + (["import torch.nn.functional as F"] if "F" in used else [])
+    third_party = ["import pytest", "import torch"] + (
+        ["import torch.nn.functional as F"] if "F" in used else []
+    )
     return _grouped(["import math"] if "math" in used else [], third_party)
 
 
 def testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
     """What the op's tests import from the package's `_testing` module, sorted."""
     names = {"check_compile", "check_opcheck", "check_private_bindings", "device_params"}
-    if any(hasattr(value, "shape") or (isinstance(value, tuple) and any(hasattr(v, "shape") for v in value)) for s in op.test.samples for _, value in s.values):
+    if any(
+        hasattr(value, "shape")
+        or (isinstance(value, tuple) and any(hasattr(v, "shape") for v in value))
+        for s in op.test.samples
+        for _, value in s.values
+    ):
         names.add("TensorSpec")
     if op.test.reference:
         names.add("check_reference")

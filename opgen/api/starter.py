@@ -47,8 +47,17 @@ _SINE_CLASSIC = ("return x_c.sin();  // full ATen is available: write your kerne
 
 def _is_sine(op: OpSpec) -> bool:
     """The op `opgen new` writes without --schema: `(Tensor x) -> Tensor` checked against torch.sin(x)."""
-    one_tensor = len(op.args) == 1 and op.args[0].name == "x" and op.args[0].type == "Tensor" and not op.args[0].mutated
-    return one_tensor and [r.type for r in op.returns] == ["Tensor"] and op.test.reference == "torch.sin(x)"
+    one_tensor = (
+        len(op.args) == 1
+        and op.args[0].name == "x"
+        and op.args[0].type == "Tensor"
+        and not op.args[0].mutated
+    )
+    return (
+        one_tensor
+        and [r.type for r in op.returns] == ["Tensor"]
+        and op.test.reference == "torch.sin(x)"
+    )
 
 
 def starter(op: OpSpec) -> Starter | None:

@@ -48,7 +48,11 @@ class Case:
 
     @property
     def size_label(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.size.items()) if len(self.size) > 1 else str(next(iter(self.size.values())))
+        return (
+            ",".join(f"{k}={v}" for k, v in self.size.items())
+            if len(self.size) > 1
+            else str(next(iter(self.size.values())))
+        )
 
 
 def size_points(op: OpSpec, quick: bool) -> list[dict[str, int]]:
@@ -89,9 +93,15 @@ def _default_value(op: OpSpec, arg: Arg, size: dict[str, int]) -> Any:
             pass
     for sample in op.test.samples[:1]:
         for name, value in sample.values:
-            if name == arg.name and not hasattr(value, "shape") and not isinstance(value, (list, tuple)):
+            if (
+                name == arg.name
+                and not hasattr(value, "shape")
+                and not isinstance(value, (list, tuple))
+            ):
                 return value
-    raise CaseError(f"{op.qualname}: add bench.inputs.{arg.name} to {op.path.name} (a shape template such as [\"n\"], or a value)")
+    raise CaseError(
+        f'{op.qualname}: add bench.inputs.{arg.name} to {op.path.name} (a shape template such as ["n"], or a value)'
+    )
 
 
 def _tensor(shape: tuple[int, ...], dtype: Any, device: str, seed: int) -> Any:
@@ -119,7 +129,11 @@ def make_inputs(op: OpSpec, size: dict[str, int], device: str) -> dict[str, Any]
 
 
 def _call(name: str, op: OpSpec) -> str:
-    return f"{name}(" + ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args) + ")"
+    return (
+        f"{name}("
+        + ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args)
+        + ")"
+    )
 
 
 def _outputs(result: Any) -> list[Any]:
@@ -136,7 +150,14 @@ def _nbytes(tensors: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def build_case(op: OpSpec, fn: Any, namespace: dict[str, Any], size: dict[str, int], device: str, backward: bool | None = None) -> Case:
+def build_case(
+    op: OpSpec,
+    fn: Any,
+    namespace: dict[str, Any],
+    size: dict[str, int],
+    device: str,
+    backward: bool | None = None,
+) -> Case:
     """One size of one op: its implementations as statements over shared globals.
 
     `fn` is the generated wrapper; `namespace` holds the library's other ops by
@@ -148,12 +169,25 @@ def build_case(op: OpSpec, fn: Any, namespace: dict[str, Any], size: dict[str, i
     inputs = make_inputs(op, size, device)
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
     wrt_names = [a.name for a in op.args if a.name in {n for f in op.grads for n in f.inputs}]
-    wrt = [inputs[n] for n in wrt_names if isinstance(inputs[n], torch.Tensor) and inputs[n].is_floating_point()]
+    wrt = [
+        inputs[n]
+        for n in wrt_names
+        if isinstance(inputs[n], torch.Tensor) and inputs[n].is_floating_point()
+    ]
     if backward and not wrt:
-        raise CaseError(f"{op.qualname}: bench.backward needs a [grad] formula for a floating-point tensor input")
+        raise CaseError(
+            f"{op.qualname}: bench.backward needs a [grad] formula for a floating-point tensor input"
+        )
     for t in wrt if backward else ():
         t.requires_grad_(True)
-    scope: dict[str, Any] = {**namespace, "torch": torch, "F": torch.nn.functional, "math": math, **size, **inputs}
+    scope: dict[str, Any] = {
+        **namespace,
+        "torch": torch,
+        "F": torch.nn.functional,
+        "math": math,
+        **size,
+        **inputs,
+    }
     scope.update({"_op": fn, "_grad": torch.autograd.grad, "_wrt": tuple(wrt)})
     exprs = [(OPGEN, _call("_op", op))]
     reference = op.bench.reference or op.test.reference
@@ -165,7 +199,9 @@ def build_case(op: OpSpec, fn: Any, namespace: dict[str, Any], size: dict[str, i
     outputs = _outputs(result)
     if backward:
         scope["_gout"] = tuple(torch.randn_like(o) for o in outputs)
-        impls = [Impl(name, f"_grad(({expr}), _wrt, _gout, allow_unused=True)") for name, expr in exprs]
+        impls = [
+            Impl(name, f"_grad(({expr}), _wrt, _gout, allow_unused=True)") for name, expr in exprs
+        ]
     else:
         impls = [Impl(name, expr) for name, expr in exprs]
     case = Case(op.qualname, size, "forward+backward" if backward else "forward", impls, scope)
@@ -181,4 +217,3 @@ def build_case(op: OpSpec, fn: Any, namespace: dict[str, Any], size: dict[str, i
             moved += _nbytes(outputs) + 2 * _nbytes(wrt)
         case.bytes, case.derived_bytes = float(moved), True
     return case
-

@@ -26,9 +26,15 @@ _baselines: dict[str, Callable[..., Any]] | None = None
 def _fast_path(handle: Any) -> Callable[..., Any]:
     """The typed wrapper opgen generates for an op with autograd (Note [Autograd fast path])."""
     call, compiling, grad_enabled = handle._op, torch.compiler.is_compiling, torch.is_grad_enabled
-    any_requires_grad, active = torch._C._any_requires_grad, torch._C._are_functorch_transforms_active
+    any_requires_grad, active = (
+        torch._C._any_requires_grad,
+        torch._C._are_functorch_transforms_active,
+    )
     autograd = torch._C.DispatchKey.AutogradFunctionality
-    excluded, exclude = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C._dispatch_tls_set_dispatch_key_excluded
+    excluded, exclude = (
+        torch._C._dispatch_tls_is_dispatch_key_excluded,
+        torch._C._dispatch_tls_set_dispatch_key_excluded,
+    )
 
     def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if compiling():
@@ -55,9 +61,16 @@ def _define() -> dict[str, Callable[..., Any]]:
         lib.define(f"{name}(Tensor a, Tensor b) -> Tensor")
         lib.impl(name, kernel, "CPU")
         if autograd:
-            torch.library.register_autograd(f"{_NS}::{name}", backward, setup_context=setup, lib=lib)
+            torch.library.register_autograd(
+                f"{_NS}::{name}", backward, setup_context=setup, lib=lib
+            )
     for name, autograd in (("custom_add", False), ("custom_add_grad", True)):
-        op = torch.library.custom_op(f"{_NS}::{name}", mutates_args=(), device_types="cpu", schema="(Tensor a, Tensor b) -> Tensor")(kernel)
+        op = torch.library.custom_op(
+            f"{_NS}::{name}",
+            mutates_args=(),
+            device_types="cpu",
+            schema="(Tensor a, Tensor b) -> Tensor",
+        )(kernel)
         if autograd:
             op.register_autograd(backward, setup_context=setup)
 
@@ -101,12 +114,23 @@ def baseline_calls(min_run_time: float, threads: int, bar: Any) -> list[Result]:
     if _baselines is None:
         _baselines = _define()
     scope: dict[str, Any] = {"torch": torch, **_baselines, "a": torch.randn(1), "b": torch.randn(1)}
-    stmts = {name: "torch.add(a, b)" if name == "torch.add" else f"{name}(a, b)" for name, _, _ in _BASELINES}
+    stmts = {
+        name: "torch.add(a, b)" if name == "torch.add" else f"{name}(a, b)"
+        for name, _, _ in _BASELINES
+    }
     bar.describe("overhead: baselines")
     timings = time_interleaved(stmts, scope, min_run_time * len(stmts) / 2, threads)
     bar.advance("overhead: baselines")
     return [
-        Result("add (baseline)", call, "1", timings[name].median, best=timings[name].best, kind=kind, runs=timings[name].runs)
+        Result(
+            "add (baseline)",
+            call,
+            "1",
+            timings[name].median,
+            best=timings[name].best,
+            kind=kind,
+            runs=timings[name].runs,
+        )
         for name, kind, call in _BASELINES
     ]
 
@@ -116,21 +140,41 @@ def kind_of(op: OpSpec) -> str:
     return base + (" + autograd" if op.grads else "")
 
 
-def op_calls(op: OpSpec, fn: Any, namespace: dict[str, Any], min_run_time: float, threads: int) -> list[Result]:
+def op_calls(
+    op: OpSpec, fn: Any, namespace: dict[str, Any], min_run_time: float, threads: int
+) -> list[Result]:
     """The op's wrapper, its torch.ops handle and its native op (or reference) on 1-element inputs."""
     variables = [k for k, _ in op.bench.sizes[0]] if op.bench.sizes else ["n"]
     case = build_case(op, fn, namespace, {k: 1 for k in variables}, "cpu", backward=False)
     stmts = {i.name: i.stmt for i in case.impls}
     stmts[HANDLE] = stmts[OPGEN].replace("_op(", "_handle(", 1)
-    case.globals["_handle"] = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload or "default")
+    case.globals["_handle"] = getattr(
+        getattr(getattr(torch.ops, op.namespace), op.name), op.overload or "default"
+    )
     base_name = NATIVE if NATIVE in stmts else REFERENCE if REFERENCE in stmts else None
     if base_name is None:
-        raise CaseError(f"{op.qualname}: give bench.native or test.reference to compare the call overhead with")
+        raise CaseError(
+            f"{op.qualname}: give bench.native or test.reference to compare the call overhead with"
+        )
     order = [base_name, OPGEN, HANDLE]
-    timings = time_interleaved({name: stmts[name] for name in order}, case.globals, min_run_time, threads)
+    timings = time_interleaved(
+        {name: stmts[name] for name in order}, case.globals, min_run_time, threads
+    )
     shown = stmts[base_name] if len(stmts[base_name]) <= 48 else stmts[base_name][:45] + "..."
-    labels = {base_name: f"{base_name}: {shown}", OPGEN: "opgen wrapper", HANDLE: "torch.ops handle"}
+    labels = {
+        base_name: f"{base_name}: {shown}",
+        OPGEN: "opgen wrapper",
+        HANDLE: "torch.ops handle",
+    }
     return [
-        Result(op.name, labels[name], "1", t.median, best=t.best, kind=kind_of(op) if name != base_name else "native", runs=t.runs)
+        Result(
+            op.name,
+            labels[name],
+            "1",
+            t.median,
+            best=t.best,
+            kind=kind_of(op) if name != base_name else "native",
+            runs=t.runs,
+        )
         for name, t in timings.items()
     ]

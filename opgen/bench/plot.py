@@ -21,7 +21,9 @@ def plot(results: list[Result], path: Path, metric: str = "throughput") -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise MissingMatplotlib("--plot needs matplotlib: pip install 'opgen[bench]' (or pip install matplotlib)") from None
+        raise MissingMatplotlib(
+            "--plot needs matplotlib: pip install 'opgen[bench]' (or pip install matplotlib)"
+        ) from None
     groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)
@@ -46,7 +48,7 @@ def plot(results: list[Result], path: Path, metric: str = "throughput") -> None:
         ax.set_title(f"{op} ({mode})")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(groups):]:
+    for ax in list(axes.flat)[len(groups) :]:
         ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -11,7 +11,18 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["Result", "seconds", "speedup", "format_time", "format_rate", "throughput", "op_table", "overhead_table", "to_json", "from_json"]
+__all__ = [
+    "Result",
+    "seconds",
+    "speedup",
+    "format_time",
+    "format_rate",
+    "throughput",
+    "op_table",
+    "overhead_table",
+    "to_json",
+    "from_json",
+]
 
 
 @dataclass(frozen=True)
@@ -73,8 +84,12 @@ def _ratio(value: float | None) -> str:
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
+    line = (
+        lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    )  # noqa: E731
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
@@ -127,7 +142,9 @@ def overhead_table(results: list[Result], stat: str = "median") -> str:
 
 
 def to_json(results: list[Result], meta: dict[str, Any]) -> str:
-    return json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=2, sort_keys=True)
+    return json.dumps(
+        {"meta": meta, "results": [asdict(r) for r in results]}, indent=2, sort_keys=True
+    )
 
 
 def from_json(text: str) -> tuple[dict[str, Any], list[Result]]:

@@ -14,7 +14,15 @@ from .cases import Case, CaseError, build_case, size_points
 from .report import Result
 from .timing import progress, time_interleaved
 
-__all__ = ["BenchOptions", "BenchRun", "select_ops", "import_package", "run_bench", "run_overhead", "meta"]
+__all__ = [
+    "BenchOptions",
+    "BenchRun",
+    "select_ops",
+    "import_package",
+    "run_bench",
+    "run_overhead",
+    "meta",
+]
 
 
 @dataclass(frozen=True)
@@ -60,17 +68,23 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
     plans = []
     for op in ops:
         if options.device not in op.devices:
-            run.skipped.append(f"{op.name}: no {options.device} kernel (devices = {list(op.devices)})")
+            run.skipped.append(
+                f"{op.name}: no {options.device} kernel (devices = {list(op.devices)})"
+            )
             continue
         modes = (False, True) if op.bench.backward else (False,)
-        plans.extend((op, size, backward) for backward in modes for size in size_points(op, options.quick))
+        plans.extend(
+            (op, size, backward) for backward in modes for size in size_points(op, options.quick)
+        )
     failed: set[tuple[str, bool]] = set()
     with progress(len(plans), options.show_progress) as bar:
         for op, size, backward in plans:
             bar.describe(f"{op.name} {size}{' fwd+bwd' if backward else ''}")
             if (op.name, backward) not in failed:
                 try:
-                    case = build_case(op, namespace[op.name], namespace, size, options.device, backward)
+                    case = build_case(
+                        op, namespace[op.name], namespace, size, options.device, backward
+                    )
                 except (CaseError, RuntimeError, TypeError, ValueError) as exc:
                     run.skipped.append(f"{op.name}: {exc}")
                     failed.add((op.name, backward))
@@ -86,7 +100,9 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
         try:  # a failing reference must not end the whole run
             eval(impl.stmt, case.globals)
         except Exception as exc:
-            run.skipped.append(f"{case.op} {impl.name} at {case.size_label}: {type(exc).__name__}: {exc}")
+            run.skipped.append(
+                f"{case.op} {impl.name} at {case.size_label}: {type(exc).__name__}: {exc}"
+            )
         else:
             stmts[impl.name] = impl.stmt
     rounds = 1 if options.quick else 3
@@ -94,7 +110,20 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
     name = case.op.split("::", 1)[-1]
     for impl, t in timings.items():
         run.results.append(
-            Result(name, impl, case.size_label, t.median, case.mode, t.best, case.numel, t.iqr, t.runs, case.bytes, case.flops, case.derived_bytes)
+            Result(
+                name,
+                impl,
+                case.size_label,
+                t.median,
+                case.mode,
+                t.best,
+                case.numel,
+                t.iqr,
+                t.runs,
+                case.bytes,
+                case.flops,
+                case.derived_bytes,
+            )
         )
 
 
@@ -112,7 +141,11 @@ def run_overhead(project: Project, ops: list[OpSpec], options: BenchOptions) -> 
                 run.skipped.append(f"{op.name}: no cpu kernel")
                 continue
             try:
-                run.results.extend(op_calls(op, namespace[op.name], namespace, options.min_run_time, options.threads))
+                run.results.extend(
+                    op_calls(
+                        op, namespace[op.name], namespace, options.min_run_time, options.threads
+                    )
+                )
             except (CaseError, RuntimeError, TypeError, ValueError) as exc:
                 run.skipped.append(f"{op.name}: {exc}")
             bar.advance(op.name)

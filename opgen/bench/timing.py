@@ -45,7 +45,9 @@ def time_stmt(stmt: str, scope: dict[str, Any], min_run_time: float, threads: in
     return Timing(m.median, min(m.times), m.iqr, len(m.times), int(m.number_per_run * len(m.times)))
 
 
-def time_interleaved(stmts: dict[str, str], scope: dict[str, Any], min_run_time: float, threads: int, rounds: int = 3) -> dict[str, Timing]:
+def time_interleaved(
+    stmts: dict[str, str], scope: dict[str, Any], min_run_time: float, threads: int, rounds: int = 3
+) -> dict[str, Timing]:
     """Time each statement `rounds` times, taking turns, and keep each one's best median.
 
     On a shared machine another process can take a core for milliseconds; taking
@@ -57,9 +59,21 @@ def time_interleaved(stmts: dict[str, str], scope: dict[str, Any], min_run_time:
         for name, stmt in stmts.items():
             t = time_stmt(stmt, scope, min_run_time / rounds, threads)
             if name not in best or t.median < best[name].median:
-                best[name] = Timing(t.median, min(t.best, best[name].best) if name in best else t.best, t.iqr, t.runs, t.calls)
+                best[name] = Timing(
+                    t.median,
+                    min(t.best, best[name].best) if name in best else t.best,
+                    t.iqr,
+                    t.runs,
+                    t.calls,
+                )
             else:
-                best[name] = Timing(best[name].median, min(t.best, best[name].best), best[name].iqr, best[name].runs, best[name].calls)
+                best[name] = Timing(
+                    best[name].median,
+                    min(t.best, best[name].best),
+                    best[name].iqr,
+                    best[name].runs,
+                    best[name].calls,
+                )
     return best
 
 
@@ -80,7 +94,12 @@ def progress(total: int, enabled: bool = True) -> Iterator[Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("bench", total=total)
 

@@ -37,7 +37,9 @@ def project_root(start: Path | None = None) -> Path:
     start = (start or Path.cwd()).resolve()
     root = find_root(start)
     if root is None:
-        err(f"error: no opgen.toml in {start} or its parents\n  hint: run `opgen new NAMESPACE::OP` to start a project")
+        err(
+            f"error: no opgen.toml in {start} or its parents\n  hint: run `opgen new NAMESPACE::OP` to start a project"
+        )
         raise typer.Exit(1)
     return root
 

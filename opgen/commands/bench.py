@@ -18,17 +18,45 @@ def register(app: typer.Typer) -> None:
 
 
 def bench(
-    ops: Annotated[Optional[list[str]], typer.Argument(help="Ops to time (default: all).", show_default=False)] = None,
-    overhead: Annotated[bool, typer.Option("--overhead", help="Time 1-element calls: per-call overhead of each registration.")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="Smallest size only, short runs (a smoke test).")] = False,
-    json_file: Annotated[Optional[Path], typer.Option("--json", help="Write every measurement to this JSON file.")] = None,
-    plot_file: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")] = None,
+    ops: Annotated[
+        Optional[list[str]], typer.Argument(help="Ops to time (default: all).", show_default=False)
+    ] = None,
+    overhead: Annotated[
+        bool,
+        typer.Option(
+            "--overhead", help="Time 1-element calls: per-call overhead of each registration."
+        ),
+    ] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smallest size only, short runs (a smoke test).")
+    ] = False,
+    json_file: Annotated[
+        Optional[Path], typer.Option("--json", help="Write every measurement to this JSON file.")
+    ] = None,
+    plot_file: Annotated[
+        Optional[Path], typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")
+    ] = None,
     metric: Annotated[str, typer.Option(help="Plot throughput or time.")] = "throughput",
-    stat: Annotated[str, typer.Option(help="median (of timing blocks) or min (the least disturbed block: for a busy machine).")] = "median",
+    stat: Annotated[
+        str,
+        typer.Option(
+            help="median (of timing blocks) or min (the least disturbed block: for a busy machine)."
+        ),
+    ] = "median",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    min_time: Annotated[Optional[float], typer.Option("--min-time", help=f"Seconds of timing per measurement (default {_MIN_TIME}, --quick {_QUICK_MIN_TIME}).")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores this process may use).")] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
+    min_time: Annotated[
+        Optional[float],
+        typer.Option(
+            "--min-time",
+            help=f"Seconds of timing per measurement (default {_MIN_TIME}, --quick {_QUICK_MIN_TIME}).",
+        ),
+    ] = None,
+    threads: Annotated[
+        Optional[int], typer.Option(help="torch threads (default: the cores this process may use).")
+    ] = None,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="No progress bar on stderr.")
+    ] = False,
 ) -> None:
     """Benchmark ops against their spec's reference and native PyTorch, as each spec's bench table says."""
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
@@ -36,8 +64,14 @@ def bench(
     from ..errors import OpgenError
     from ..project import load_project
 
-    if device not in ("cpu", "cuda") or metric not in ("throughput", "time") or stat not in ("median", "min"):
-        err("error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min")
+    if (
+        device not in ("cpu", "cuda")
+        or metric not in ("throughput", "time")
+        or stat not in ("median", "min")
+    ):
+        err(
+            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min"
+        )
         raise typer.Exit(2)
     root = project_root()
     try:
@@ -46,20 +80,28 @@ def bench(
         raise fail(exc, root) from None
     selected, unknown = select_ops(project, list(ops or []))
     if unknown:
-        err(f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}")
+        err(
+            f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}"
+        )
         raise typer.Exit(1)
     if device == "cuda" or overhead:
         import torch
 
         if device == "cuda" and not torch.cuda.is_available():
-            err("skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu")
+            err(
+                "skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu"
+            )
             raise typer.Exit(0)
         if overhead and device != "cpu":
             err("error: --overhead times CPU calls; drop --device")
             raise typer.Exit(2)
     count = set_threads(threads)
-    options = BenchOptions(device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress)
-    typer.echo(f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}")
+    options = BenchOptions(
+        device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress
+    )
+    typer.echo(
+        f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}"
+    )
     try:
         run = (run_overhead if overhead else run_bench)(project, selected, options)
     except ImportError as exc:
@@ -68,7 +110,14 @@ def bench(
     _print(run.results, overhead, stat)
     for note in run.skipped:
         err(f"skipped {note}")
-    _write(run.results, meta(options, "overhead" if overhead else "bench"), json_file, plot_file, metric, overhead)
+    _write(
+        run.results,
+        meta(options, "overhead" if overhead else "bench"),
+        json_file,
+        plot_file,
+        metric,
+        overhead,
+    )
     if not run.results:
         raise typer.Exit(1)
 
@@ -89,7 +138,9 @@ def _print(results, overhead: bool, stat: str) -> None:
         typer.echo(op_table(group, stat) + "\n")
 
 
-def _write(results, info, json_file: Optional[Path], plot_file: Optional[Path], metric: str, overhead: bool) -> None:
+def _write(
+    results, info, json_file: Optional[Path], plot_file: Optional[Path], metric: str, overhead: bool
+) -> None:
     from ..bench.report import to_json
 
     if json_file is not None:

@@ -11,9 +11,19 @@ from ._support import err, fail, project_root, report
 
 def build(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = 2,
-    check_cuda: Annotated[bool, typer.Option("--check-cuda", help="Compile-check .cu files with nvcc even when CUDA cannot be linked.")] = False,
-    generate: Annotated[bool, typer.Option("--generate/--no-generate", help="Run `opgen generate` first.")] = True,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every compiler command.")] = False,
+    check_cuda: Annotated[
+        bool,
+        typer.Option(
+            "--check-cuda",
+            help="Compile-check .cu files with nvcc even when CUDA cannot be linked.",
+        ),
+    ] = False,
+    generate: Annotated[
+        bool, typer.Option("--generate/--no-generate", help="Run `opgen generate` first.")
+    ] = True,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print every compiler command.")
+    ] = False,
 ) -> None:
     """Compile csrc/ into the package's _C library with ninja (see docs/cpp.md)."""
     from ..build import build_project
@@ -21,7 +31,9 @@ def build(
 
     root = project_root()
     try:
-        outcome = build_project(root, jobs=jobs, check_cuda=check_cuda, verbose=verbose, generate=generate)
+        outcome = build_project(
+            root, jobs=jobs, check_cuda=check_cuda, verbose=verbose, generate=generate
+        )
     except OpgenError as exc:
         raise fail(exc, root) from None
     if outcome.generated is not None and (outcome.generated.stale or outcome.generated.failed):

@@ -9,13 +9,24 @@ import typer
 
 from ._support import err, fail, project_root, report
 
-Check = Annotated[bool, typer.Option("--check", help="Exit 1 if any file is stale or edited; write nothing.")]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the diff of what would change; write nothing.")]
-Force = Annotated[bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")]
-Templates = Annotated[Optional[Path], typer.Option("--templates", help="Template folder searched before the built-ins.")]
+Check = Annotated[
+    bool, typer.Option("--check", help="Exit 1 if any file is stale or edited; write nothing.")
+]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print the diff of what would change; write nothing.")
+]
+Force = Annotated[
+    bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")
+]
+Templates = Annotated[
+    Optional[Path],
+    typer.Option("--templates", help="Template folder searched before the built-ins."),
+]
 
 
-def generate(check: Check = False, dry_run: DryRun = False, force: Force = False, templates: Templates = None) -> None:
+def generate(
+    check: Check = False, dry_run: DryRun = False, force: Force = False, templates: Templates = None
+) -> None:
     """Regenerate every op of the project from its spec."""
     from ..changes import Action
     from ..errors import OpgenError

@@ -12,8 +12,12 @@ from ._support import fail, report
 
 def new(
     name: Annotated[str, typer.Argument(help="The op to create, as NAMESPACE::OP.")],
-    schema: Annotated[Optional[str], typer.Option(help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".')] = None,
-    backend: Annotated[Optional[str], typer.Option(help="python or cpp (default: the project's).")] = None,
+    schema: Annotated[
+        Optional[str], typer.Option(help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".')
+    ] = None,
+    backend: Annotated[
+        Optional[str], typer.Option(help="python or cpp (default: the project's).")
+    ] = None,
     devices: Annotated[str, typer.Option(help="Comma-separated devices: cpu, cuda.")] = "cpu",
 ) -> None:
     """Create an op (and the project, if the folder has none), then generate it."""
@@ -22,11 +26,16 @@ def new(
 
     cwd = Path.cwd().resolve()
     try:
-        made = new_op(cwd, name, schema, backend, [d.strip() for d in devices.split(",") if d.strip()])
+        made = new_op(
+            cwd, name, schema, backend, [d.strip() for d in devices.split(",") if d.strip()]
+        )
     except OpgenError as exc:
         raise fail(exc, cwd) from None
     report(made.generated)
-    typer.echo("next: fill in the kernel, then `opgen test`" + (" after `opgen build`" if made.backend == "cpp" else ""))
+    typer.echo(
+        "next: fill in the kernel, then `opgen test`"
+        + (" after `opgen build`" if made.backend == "cpp" else "")
+    )
 
 
 def register(app: typer.Typer) -> None:

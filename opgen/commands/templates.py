@@ -9,7 +9,12 @@ import typer
 
 from ._support import fail, project_root
 
-Name = Annotated[str, typer.Argument(help="Template name as `opgen templates list` shows it, e.g. python/kernel.py.j2.")]
+Name = Annotated[
+    str,
+    typer.Argument(
+        help="Template name as `opgen templates list` shows it, e.g. python/kernel.py.j2."
+    ),
+]
 
 
 def _run(action):
@@ -30,8 +35,15 @@ def list_command() -> None:
     from ..overrides import DEFAULT_FOLDER, list_templates
 
     root, folder, infos = _run(list_templates)
-    shown = folder.relative_to(root).as_posix() if folder is not None and folder.is_relative_to(root) else (folder or DEFAULT_FOLDER)
-    typer.echo(f"template folder: {shown}" + ("" if folder is not None else " (not set; `opgen templates eject NAME` sets it)"))
+    shown = (
+        folder.relative_to(root).as_posix()
+        if folder is not None and folder.is_relative_to(root)
+        else (folder or DEFAULT_FOLDER)
+    )
+    typer.echo(
+        f"template folder: {shown}"
+        + ("" if folder is not None else " (not set; `opgen templates eject NAME` sets it)")
+    )
     for info in infos:
         if not info.builtin:
             state = "yours (no built-in of this name)"
@@ -47,7 +59,9 @@ def eject_command(name: Name) -> None:
     from ..overrides import eject
 
     root, _, (target, set_option) = _run(lambda root, folder: eject(root, folder, name))
-    typer.echo(f"ejected {name} to {target.relative_to(root).as_posix()}: edit it, then `opgen generate`")
+    typer.echo(
+        f"ejected {name} to {target.relative_to(root).as_posix()}: edit it, then `opgen generate`"
+    )
     if set_option:
         typer.echo('set templates = "templates" under [options] in opgen.toml')
 
@@ -69,7 +83,10 @@ def ack_command(name: Name) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(help="List and customize the Jinja templates opgen renders (see docs/templates.md).", no_args_is_help=True)
+    sub = typer.Typer(
+        help="List and customize the Jinja templates opgen renders (see docs/templates.md).",
+        no_args_is_help=True,
+    )
     sub.command("list")(list_command)
     sub.command("eject")(eject_command)
     sub.command("diff")(diff_command)

@@ -15,7 +15,16 @@ def test(ctx: typer.Context) -> None:
 
     root = project_root()
     chosen = any(not arg.startswith("-") for arg in ctx.args)  # the user named files or tests
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *([] if chosen else ["tests"]), *ctx.args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *([] if chosen else ["tests"]),
+        *ctx.args,
+    ]
     raise typer.Exit(subprocess.call(command, cwd=root))
 
 

@@ -24,14 +24,16 @@ from .types import DTYPES
 __all__ = ["BENCH_KEYS", "build_bench"]
 
 BENCH_KEYS = ("sizes", "inputs", "native", "reference", "bytes", "flops", "backward", "dtype")
-_SIZE_HINT = 'write sizes = [1000, 1000000] (values of n) or sizes = [{n = 512, d = 1024}]'
+_SIZE_HINT = "write sizes = [1000, 1000000] (values of n) or sizes = [{n = 512, d = 1024}]"
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _sizes(sink: DiagnosticSink, doc: LoadedToml, value: Any) -> tuple[tuple[tuple[str, int], ...], ...]:
+def _sizes(
+    sink: DiagnosticSink, doc: LoadedToml, value: Any
+) -> tuple[tuple[tuple[str, int], ...], ...]:
     line = doc.line("bench", "sizes")
     if not isinstance(value, list) or not value:
         sink.error(line, f"bench.sizes must be a non-empty list, not {shown(value)}", _SIZE_HINT)
@@ -39,8 +41,16 @@ def _sizes(sink: DiagnosticSink, doc: LoadedToml, value: Any) -> tuple[tuple[tup
     out = []
     for raw in value:
         item = {"n": raw} if _is_int(raw) else raw
-        if not isinstance(item, dict) or not item or not all(_is_int(v) and v > 0 for v in item.values()):
-            sink.error(line, f"bench.sizes entry {shown(raw)} is not a positive integer or a table of them", _SIZE_HINT)
+        if (
+            not isinstance(item, dict)
+            or not item
+            or not all(_is_int(v) and v > 0 for v in item.values())
+        ):
+            sink.error(
+                line,
+                f"bench.sizes entry {shown(raw)} is not a positive integer or a table of them",
+                _SIZE_HINT,
+            )
             return ()
         if out and sorted(item) != sorted(dict(out[0])):
             sink.error(line, "every bench.sizes entry must name the same variables", _SIZE_HINT)
@@ -49,7 +59,9 @@ def _sizes(sink: DiagnosticSink, doc: LoadedToml, value: Any) -> tuple[tuple[tup
     return tuple(out)
 
 
-def _inputs(sink, doc, value, args: tuple[Arg, ...], variables: set[str]) -> tuple[tuple[str, Any], ...]:
+def _inputs(
+    sink, doc, value, args: tuple[Arg, ...], variables: set[str]
+) -> tuple[tuple[str, Any], ...]:
     if not typed(sink, doc, value, dict, "bench", "inputs"):
         return ()
     by_name = {a.name: a for a in args}
@@ -58,16 +70,28 @@ def _inputs(sink, doc, value, args: tuple[Arg, ...], variables: set[str]) -> tup
         line = doc.line("bench", "inputs", name)
         arg = by_name.get(name)
         if arg is None:
-            sink.error(line, f"bench.inputs names unknown argument {name!r}", f"arguments: {', '.join(by_name) or 'none'}")
+            sink.error(
+                line,
+                f"bench.inputs names unknown argument {name!r}",
+                f"arguments: {', '.join(by_name) or 'none'}",
+            )
             continue
         if arg.is_tensor:
-            if not isinstance(template, list) or not all(_is_int(d) or isinstance(d, str) for d in template):
-                sink.error(line, f"bench.inputs.{name} must be a shape template, not {shown(template)}", f'e.g. {name} = ["n", 1024]')
+            if not isinstance(template, list) or not all(
+                _is_int(d) or isinstance(d, str) for d in template
+            ):
+                sink.error(
+                    line,
+                    f"bench.inputs.{name} must be a shape template, not {shown(template)}",
+                    f'e.g. {name} = ["n", 1024]',
+                )
                 continue
             for dim in template:
                 if isinstance(dim, str):
                     try:
-                        check_expression(dim, variables | {"min", "max", "int"}, f"bench.inputs.{name}")
+                        check_expression(
+                            dim, variables | {"min", "max", "int"}, f"bench.inputs.{name}"
+                        )
                     except ExprProblem as exc:
                         sink.error(line, exc.message, exc.hint)
             template = tuple(template)
@@ -77,7 +101,13 @@ def _inputs(sink, doc, value, args: tuple[Arg, ...], variables: set[str]) -> tup
     return tuple(out)
 
 
-def build_bench(sink: DiagnosticSink, doc: LoadedToml, table: dict, args: tuple[Arg, ...], expr_globals: tuple[str, ...]) -> BenchSpec:
+def build_bench(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict,
+    args: tuple[Arg, ...],
+    expr_globals: tuple[str, ...],
+) -> BenchSpec:
     """Validate `[bench]`; problems go to `sink`, the defaults fill what is missing."""
     check_keys(sink, doc, table, BENCH_KEYS, ("bench",))
     sizes = _sizes(sink, doc, table["sizes"]) if "sizes" in table else ()
@@ -95,10 +125,18 @@ def build_bench(sink: DiagnosticSink, doc: LoadedToml, table: dict, args: tuple[
         texts[key] = text.strip() if isinstance(text, str) else None
     backward = table.get("backward", False)
     if not isinstance(backward, bool):
-        sink.error(doc.line("bench", "backward"), f"bench.backward must be true or false, not {shown(backward)}", "write backward = true")
+        sink.error(
+            doc.line("bench", "backward"),
+            f"bench.backward must be true or false, not {shown(backward)}",
+            "write backward = true",
+        )
         backward = False
     dtype = table.get("dtype", "float32")
     if dtype not in DTYPES:
-        sink.error(doc.line("bench", "dtype"), f"unknown dtype {shown(dtype)}", f"one of: {', '.join(DTYPES)}")
+        sink.error(
+            doc.line("bench", "dtype"),
+            f"unknown dtype {shown(dtype)}",
+            f"one of: {', '.join(DTYPES)}",
+        )
         dtype = "float32"
     return BenchSpec(sizes=sizes, inputs=inputs, backward=backward, dtype=dtype, **texts)

@@ -14,7 +14,15 @@ __all__ = ["build_config", "CONFIG_FILE"]
 
 CONFIG_FILE = "opgen.toml"
 _PROJECT_KEYS = ("namespace", "package")
-_OPTION_KEYS = ("backend", "cpp_target", "torch_target_version", "registration", "compile_backend", "pybind", "templates")
+_OPTION_KEYS = (
+    "backend",
+    "cpp_target",
+    "torch_target_version",
+    "registration",
+    "compile_backend",
+    "pybind",
+    "templates",
+)
 _COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 
 
@@ -23,45 +31,88 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
     root = doc.path.parent
     for key in doc.data:
         if key not in ("project", "options"):
-            sink.error(doc.line(key), f"unknown table or key {key!r}", "opgen.toml has a [project] and an [options] table")
+            sink.error(
+                doc.line(key),
+                f"unknown table or key {key!r}",
+                "opgen.toml has a [project] and an [options] table",
+            )
     project = doc.data.get("project", {})
     options = doc.data.get("options", {})
     if not isinstance(project, dict) or not isinstance(options, dict):
-        sink.error(doc.line("project" if not isinstance(project, dict) else "options"), "[project] and [options] must be tables", 'write [project] on its own line, then namespace = "..." and package = "..." below it')
+        sink.error(
+            doc.line("project" if not isinstance(project, dict) else "options"),
+            "[project] and [options] must be tables",
+            'write [project] on its own line, then namespace = "..." and package = "..." below it',
+        )
         sink.raise_if_any()
     for key in project:
         if key not in _PROJECT_KEYS:
-            sink.error(doc.line("project", key), f"unknown key 'project.{key}'", suggest(key, _PROJECT_KEYS))
+            sink.error(
+                doc.line("project", key),
+                f"unknown key 'project.{key}'",
+                suggest(key, _PROJECT_KEYS),
+            )
     for key in options:
         if key not in _OPTION_KEYS:
-            sink.error(doc.line("options", key), f"unknown key 'options.{key}'", suggest(key, _OPTION_KEYS))
+            sink.error(
+                doc.line("options", key), f"unknown key 'options.{key}'", suggest(key, _OPTION_KEYS)
+            )
     values: dict[str, object] = {}
     for key in _PROJECT_KEYS:
         value = project.get(key)
         if value is None:
-            sink.error(doc.line("project"), f"missing required field 'project.{key}'", f'add {key} = "..." under [project]')
+            sink.error(
+                doc.line("project"),
+                f"missing required field 'project.{key}'",
+                f'add {key} = "..." under [project]',
+            )
             continue
         problem = identifier_problem(value, key) if key == "namespace" else package_problem(value)
         if problem:
-            sink.error(doc.line("project", key), problem, f'use a short snake_case identifier of your own, e.g. {key} = "mylib"')
+            sink.error(
+                doc.line("project", key),
+                problem,
+                f'use a short snake_case identifier of your own, e.g. {key} = "mylib"',
+            )
         elif key == "namespace" and (value in RESERVED_NAMESPACES or value.startswith("_")):
-            sink.error(doc.line("project", key), f"namespace {value!r} is reserved by PyTorch", "choose your own library name, e.g. 'mylib'")
+            sink.error(
+                doc.line("project", key),
+                f"namespace {value!r} is reserved by PyTorch",
+                "choose your own library name, e.g. 'mylib'",
+            )
         values[key] = value
-    for key, choices in (("backend", BACKENDS), ("cpp_target", CPP_TARGETS), ("registration", REGISTRATIONS), ("compile_backend", _COMPILE_BACKENDS)):
+    for key, choices in (
+        ("backend", BACKENDS),
+        ("cpp_target", CPP_TARGETS),
+        ("registration", REGISTRATIONS),
+        ("compile_backend", _COMPILE_BACKENDS),
+    ):
         if key in options:
             if options[key] not in choices:
-                sink.error(doc.line("options", key), f"options.{key} is {options[key]!r}", f"use one of {', '.join(map(repr, choices))}")
+                sink.error(
+                    doc.line("options", key),
+                    f"options.{key} is {options[key]!r}",
+                    f"use one of {', '.join(map(repr, choices))}",
+                )
             else:
                 values[key] = options[key]
     if "torch_target_version" in options:
         version = options["torch_target_version"]
         if not isinstance(version, str) or not _is_version(version):
-            sink.error(doc.line("options", "torch_target_version"), f"torch_target_version {version!r} is not a version string", 'write it quoted, as major.minor: torch_target_version = "2.10"')
+            sink.error(
+                doc.line("options", "torch_target_version"),
+                f"torch_target_version {version!r} is not a version string",
+                'write it quoted, as major.minor: torch_target_version = "2.10"',
+            )
         else:
             values["torch_target_version"] = version
     if "pybind" in options:
         if not isinstance(options["pybind"], bool):
-            sink.error(doc.line("options", "pybind"), f"options.pybind must be true or false, not {options['pybind']!r}", "write pybind = true or pybind = false")
+            sink.error(
+                doc.line("options", "pybind"),
+                f"options.pybind must be true or false, not {options['pybind']!r}",
+                "write pybind = true or pybind = false",
+            )
         else:
             values["pybind"] = options["pybind"]
     if "templates" in options:
@@ -69,7 +120,11 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
         resolved = (root / folder).resolve() if isinstance(folder, str) and folder else None
         if resolved is None or not resolved.is_relative_to(root.resolve()):
             why = "is not a folder name" if resolved is None else "points outside the project"
-            sink.error(doc.line("options", "templates"), f"options.templates {folder!r} {why}", 'use a folder inside the project, e.g. templates = "templates"')
+            sink.error(
+                doc.line("options", "templates"),
+                f"options.templates {folder!r} {why}",
+                'use a folder inside the project, e.g. templates = "templates"',
+            )
         else:
             values["templates"] = resolved
     sink.raise_if_any()

@@ -13,7 +13,21 @@ from collections.abc import Iterable
 __all__ = ["ExprProblem", "check_expression", "names_used", "SAFE_BUILTINS"]
 
 # Builtins a shape rule or formula may call; none of them reaches outside the expression.
-SAFE_BUILTINS = ("len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "range", "sum", "round", "slice")
+SAFE_BUILTINS = (
+    "len",
+    "min",
+    "max",
+    "abs",
+    "int",
+    "float",
+    "bool",
+    "tuple",
+    "list",
+    "range",
+    "sum",
+    "round",
+    "slice",
+)
 
 _FORBIDDEN = {
     ast.Lambda: "lambdas",
@@ -51,11 +65,20 @@ def parse_expression(text: str, what: str) -> ast.Expression:
     if "\n" in text.strip() or "\r" in text:
         raise ExprProblem(f"{what} spans several lines", "write a single-line Python expression")
     if len(text) > _MAX_LENGTH:
-        raise ExprProblem(f"{what} is {len(text)} characters long (at most {_MAX_LENGTH})", "split the computation into another op")
+        raise ExprProblem(
+            f"{what} is {len(text)} characters long (at most {_MAX_LENGTH})",
+            "split the computation into another op",
+        )
     if any(ord(c) < 32 and c != "\t" for c in text):
-        raise ExprProblem(f"{what} contains a control character", "write plain text; use escapes such as \\n inside strings")
+        raise ExprProblem(
+            f"{what} contains a control character",
+            "write plain text; use escapes such as \\n inside strings",
+        )
     if _has_comment(text):
-        raise ExprProblem(f"{what} contains a comment (#)", "remove the comment: generated code places the expression inside a line")
+        raise ExprProblem(
+            f"{what} contains a comment (#)",
+            "remove the comment: generated code places the expression inside a line",
+        )
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (RecursionError, MemoryError, ValueError):
@@ -82,7 +105,9 @@ def _has_comment(text: str) -> bool:
     import tokenize
 
     try:
-        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline))
+        return any(
+            t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline)
+        )
     except (tokenize.TokenError, SyntaxError):
         return False  # ast.parse reports the syntax error
 
@@ -98,7 +123,9 @@ def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expres
     for node in nodes:
         for kind, label in _FORBIDDEN.items():
             if isinstance(node, kind):
-                raise ExprProblem(f"{what} uses {label}", "formulas are plain expressions over the op's inputs")
+                raise ExprProblem(
+                    f"{what} uses {label}", "formulas are plain expressions over the op's inputs"
+                )
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise ExprProblem(
                 f"{what} accesses the private attribute {node.attr!r}",
@@ -111,7 +138,9 @@ def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expres
             )
         if isinstance(node, ast.Name) and node.id not in allowed:
             known = ", ".join(sorted(allowed))
-            raise ExprProblem(f"{what} uses the unknown name {node.id!r}", f"names allowed here: {known}")
+            raise ExprProblem(
+                f"{what} uses the unknown name {node.id!r}", f"names allowed here: {known}"
+            )
     return tree
 
 

@@ -9,7 +9,13 @@ from .load import LoadedToml
 
 __all__ = ["suggest", "check_keys", "typed", "string_list", "where", "shown", "TYPE_NAMES"]
 
-TYPE_NAMES = {str: "a string", bool: "true or false", list: "a list", dict: "a table", int: "an integer"}
+TYPE_NAMES = {
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+    int: "an integer",
+}
 
 
 def suggest(word: str, choices: tuple[str, ...] | list[str], label: str = "known keys") -> str:
@@ -40,7 +46,11 @@ def where(path: tuple[Any, ...]) -> str:
 def check_keys(sink: DiagnosticSink, doc: LoadedToml, table: dict, allowed, prefix: tuple) -> None:
     for key in table:
         if key not in allowed:
-            sink.error(doc.line(*prefix, key), f"unknown key {where(prefix + (key,))!r}", suggest(key, tuple(allowed)))
+            sink.error(
+                doc.line(*prefix, key),
+                f"unknown key {where(prefix + (key,))!r}",
+                suggest(key, tuple(allowed)),
+            )
 
 
 def typed(sink: DiagnosticSink, doc: LoadedToml, value: Any, kind: type, *path: Any) -> bool:
@@ -55,10 +65,16 @@ def typed(sink: DiagnosticSink, doc: LoadedToml, value: Any, kind: type, *path: 
     return False
 
 
-def string_list(sink: DiagnosticSink, doc: LoadedToml, value: Any, *path: Any) -> tuple[str, ...] | None:
+def string_list(
+    sink: DiagnosticSink, doc: LoadedToml, value: Any, *path: Any
+) -> tuple[str, ...] | None:
     if isinstance(value, str):
         return (value,)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return tuple(value)
-    sink.error(doc.line(*path), f"{where(path)} must be a string or a list of strings, not {shown(value)}", f'e.g. {path[-1]} = ["..."]')
+    sink.error(
+        doc.line(*path),
+        f"{where(path)} must be a string or a list of strings, not {shown(value)}",
+        f'e.g. {path[-1]} = ["..."]',
+    )
     return None

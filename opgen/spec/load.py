@@ -82,9 +82,15 @@ def _scan_lines(text: str) -> dict[str, int]:
 
 # tomllib's message -> what to change; the first match wins.
 _TOML_HINTS = (
-    ("Illegal character '\\n'", "a string is not closed: add the closing quote on the same line (use \"\"\" ... \"\"\" for text over several lines)"),
+    (
+        "Illegal character '\\n'",
+        'a string is not closed: add the closing quote on the same line (use """ ... """ for text over several lines)',
+    ),
     ("Unterminated string", "a string is not closed: add the closing quote"),
-    ("Invalid value", 'values need quotes, brackets or braces: name = "mylib::foo", devices = ["cpu"], x = {shape = [3]}'),
+    (
+        "Invalid value",
+        'values need quotes, brackets or braces: name = "mylib::foo", devices = ["cpu"], x = {shape = [3]}',
+    ),
     ("Cannot overwrite a value", "this key is set twice: keep one of the two lines"),
     ("Cannot declare", "this table is declared twice: merge the two sections into one"),
     ("Expected ']'", "close the table header: [name] or [[name]]"),
@@ -107,9 +113,15 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
         match = _TOML_POS.search(message)
         line = int(match.group(1)) if match else None
         message = _TOML_POS.sub("", message).strip()
-        raise OpgenError(Diagnostic(path, line, f"invalid TOML: {message}", _toml_hint(message))) from None
+        raise OpgenError(
+            Diagnostic(path, line, f"invalid TOML: {message}", _toml_hint(message))
+        ) from None
     except RecursionError:
-        raise OpgenError(Diagnostic(path, None, "invalid TOML: nested too deeply", "flatten the nested arrays or tables")) from None
+        raise OpgenError(
+            Diagnostic(
+                path, None, "invalid TOML: nested too deeply", "flatten the nested arrays or tables"
+            )
+        ) from None
     return LoadedToml(path, data, _scan_lines(text))
 
 
@@ -117,11 +129,23 @@ def _read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise OpgenError(Diagnostic(path, None, f"cannot read file: {exc.strerror}", "check that the file exists and is readable")) from None
+        raise OpgenError(
+            Diagnostic(
+                path,
+                None,
+                f"cannot read file: {exc.strerror}",
+                "check that the file exists and is readable",
+            )
+        ) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise OpgenError(
-            Diagnostic(path, line, f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason})", "save the file as UTF-8")
+            Diagnostic(
+                path,
+                line,
+                f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason})",
+                "save the file as UTF-8",
+            )
         ) from None

@@ -176,7 +176,9 @@ class OpSpec:
             annotated = arg.type
             if arg.mutated:
                 annotated = annotated.replace("Tensor", f"Tensor({_alias(self, arg)}!)", 1)
-            return f"{annotated} {arg.name}" + (f"={arg.default}" if arg.default is not None else "")
+            return f"{annotated} {arg.name}" + (
+                f"={arg.default}" if arg.default is not None else ""
+            )
 
         parts = join_params(self.args, one)
         rets = [r.type + (f" {r.name}" if r.name else "") for r in self.returns]

@@ -67,7 +67,9 @@ def identifier_problem(name: object, what: str) -> str | None:
     if not name.isascii():
         char = next(c for c in name if not c.isascii())
         label = unicodedata.name(char, "unnamed character")
-        return f"{what} {name!r} contains the non-ASCII character {char!r} (U+{ord(char):04X} {label})"
+        return (
+            f"{what} {name!r} contains the non-ASCII character {char!r} (U+{ord(char):04X} {label})"
+        )
     if not _IDENT.match(name):
         return f"{what} {name!r} is not an identifier (letters, digits and _, not starting with a digit)"
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):

@@ -41,7 +41,9 @@ _SCALAR_CHECKS = {
 }
 
 
-def _tensor_sample(sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str) -> TensorSample | None:
+def _tensor_sample(
+    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str
+) -> TensorSample | None:
     check_keys(sink, doc, value, _TENSOR_SAMPLE_KEYS, path)
     shape = value.get("shape")
     if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):
@@ -52,19 +54,40 @@ def _tensor_sample(sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tup
         )
         return None
     if math.prod(shape) > _MAX_ELEMENTS:
-        sink.error(doc.line(*path, "shape"), f"sample shape {shown(shape)} is too large for a test", "keep test samples under 16M elements")
+        sink.error(
+            doc.line(*path, "shape"),
+            f"sample shape {shown(shape)} is too large for a test",
+            "keep test samples under 16M elements",
+        )
         return None
     dtype = value.get("dtype")
     if dtype is not None and dtype not in DTYPES:
-        sink.error(doc.line(*path, "dtype"), f"unknown dtype {shown(dtype)}", suggest(str(dtype), DTYPES, "one of"))
+        sink.error(
+            doc.line(*path, "dtype"),
+            f"unknown dtype {shown(dtype)}",
+            suggest(str(dtype), DTYPES, "one of"),
+        )
     for key in ("noncontiguous", "requires_grad"):
         if key in value and not isinstance(value[key], bool):
-            sink.error(doc.line(*path, key), f"{key} must be true or false, not {shown(value[key])}", f"write {key} = true")
+            sink.error(
+                doc.line(*path, key),
+                f"{key} must be true or false, not {shown(value[key])}",
+                f"write {key} = true",
+            )
     for key in ("low", "high"):
         if key in value and not _is_number(value[key]):
-            sink.error(doc.line(*path, key), f"{key} must be a finite number, not {shown(value[key])}", f"write {key} = -1.0")
+            sink.error(
+                doc.line(*path, key),
+                f"{key} must be a finite number, not {shown(value[key])}",
+                f"write {key} = -1.0",
+            )
     return TensorSample(
-        tuple(shape), dtype, bool(value.get("noncontiguous", False)), value.get("low"), value.get("high"), bool(value.get("requires_grad", True))
+        tuple(shape),
+        dtype,
+        bool(value.get("noncontiguous", False)),
+        value.get("low"),
+        value.get("high"),
+        bool(value.get("requires_grad", True)),
     )
 
 
@@ -72,28 +95,50 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
     if arg.is_tensor:
         if isinstance(value, dict):
             return _tensor_sample(sink, doc, value, path, arg.name)
-        sink.error(doc.line(*path), f"the sample for tensor {arg.name!r} must be a table, not {shown(value)}", f"e.g. {arg.name} = {{shape = [3, 4]}}")
+        sink.error(
+            doc.line(*path),
+            f"the sample for tensor {arg.name!r} must be a table, not {shown(value)}",
+            f"e.g. {arg.name} = {{shape = [3, 4]}}",
+        )
         return None
     if arg.is_tensor_list:
         if isinstance(value, list) and all(isinstance(v, dict) for v in value):
             return tuple(_tensor_sample(sink, doc, v, path, arg.name) for v in value)
-        sink.error(doc.line(*path), f"the sample for {arg.name!r} must be a list of tensor tables, not {shown(value)}", f"e.g. {arg.name} = [{{shape = [3]}}, {{shape = [3]}}]")
+        sink.error(
+            doc.line(*path),
+            f"the sample for {arg.name!r} must be a list of tensor tables, not {shown(value)}",
+            f"e.g. {arg.name} = [{{shape = [3]}}, {{shape = [3]}}]",
+        )
         return None
     base = normalize_type(arg.type).rstrip("?")
     if value is None:
         return None
     elem = base[:-2] if base.endswith("[]") else base
     check, wanted = _SCALAR_CHECKS[elem]
-    good = isinstance(value, list) and all(check(v) for v in value) if base.endswith("[]") else check(value)
+    good = (
+        isinstance(value, list) and all(check(v) for v in value)
+        if base.endswith("[]")
+        else check(value)
+    )
     if not good:
         wanted = f"a list of {wanted}" if base.endswith("[]") else wanted
-        sink.error(doc.line(*path), f"sample value {shown(value)} is not a valid {arg.type} for {arg.name!r}", f"write {wanted}")
+        sink.error(
+            doc.line(*path),
+            f"sample value {shown(value)} is not a valid {arg.type} for {arg.name!r}",
+            f"write {wanted}",
+        )
         return None
     return tuple(value) if isinstance(value, list) else value
 
 
-def _samples(sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tuple[Arg, ...]) -> list[Sample]:
-    if not isinstance(raw_samples, list) or not raw_samples or not all(isinstance(s, dict) for s in raw_samples):
+def _samples(
+    sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tuple[Arg, ...]
+) -> list[Sample]:
+    if (
+        not isinstance(raw_samples, list)
+        or not raw_samples
+        or not all(isinstance(s, dict) for s in raw_samples)
+    ):
         first = next((a.name for a in args if a.is_tensor), "x")
         sink.error(
             doc.line("test", "samples") if raw_samples is not None else doc.line("test"),
@@ -108,39 +153,77 @@ def _samples(sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tupl
         values: list[tuple[str, Any]] = []
         for key in raw:
             if key not in by_name:
-                sink.error(doc.line(*path, key), f"sample {index + 1} names unknown argument {key!r}", suggest(key, tuple(by_name), "arguments"))
+                sink.error(
+                    doc.line(*path, key),
+                    f"sample {index + 1} names unknown argument {key!r}",
+                    suggest(key, tuple(by_name), "arguments"),
+                )
         for arg in args:
             if arg.name in raw:
-                values.append((arg.name, _sample_value(sink, doc, arg, raw[arg.name], path + (arg.name,))))
+                values.append(
+                    (arg.name, _sample_value(sink, doc, arg, raw[arg.name], path + (arg.name,)))
+                )
             elif arg.default is None and not arg.type.endswith("?"):
-                sink.error(doc.line(*path), f"sample {index + 1} has no value for required argument {arg.name!r}", f"add {arg.name} = ... to this sample")
+                sink.error(
+                    doc.line(*path),
+                    f"sample {index + 1} has no value for required argument {arg.name!r}",
+                    f"add {arg.name} = ... to this sample",
+                )
         samples.append(Sample(tuple(values), doc.line(*path)))
     return samples
 
 
-def build_test(sink: DiagnosticSink, doc: LoadedToml, table: dict, args: tuple[Arg, ...], expr_globals: tuple[str, ...]) -> TestSpec:
+def build_test(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict,
+    args: tuple[Arg, ...],
+    expr_globals: tuple[str, ...],
+) -> TestSpec:
     check_keys(sink, doc, table, TEST_KEYS, ("test",))
     samples = _samples(sink, doc, table.get("samples"), args)
     reference = table.get("reference")
     if reference is not None:
         if typed(sink, doc, reference, str, "test", "reference"):
             try:
-                check_expression(reference, {a.name for a in args} | set(expr_globals), "test.reference")
+                check_expression(
+                    reference, {a.name for a in args} | set(expr_globals), "test.reference"
+                )
             except ExprProblem as exc:
                 sink.error(doc.line("test", "reference"), exc.message, exc.hint)
         else:
             reference = None
     dtypes = table.get("dtypes", ["float32"])
     if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPES for d in dtypes):
-        bad = next((d for d in dtypes if d not in DTYPES), None) if isinstance(dtypes, list) else None
-        what = f"unknown dtype {shown(bad)} in test.dtypes" if bad is not None else f"test.dtypes must be a non-empty list of dtype names, not {shown(dtypes)}"
-        sink.error(doc.line("test", "dtypes"), what, suggest(str(bad), DTYPES, "one of") if bad is not None else 'e.g. dtypes = ["float32", "float64"]')
+        bad = (
+            next((d for d in dtypes if d not in DTYPES), None) if isinstance(dtypes, list) else None
+        )
+        what = (
+            f"unknown dtype {shown(bad)} in test.dtypes"
+            if bad is not None
+            else f"test.dtypes must be a non-empty list of dtype names, not {shown(dtypes)}"
+        )
+        sink.error(
+            doc.line("test", "dtypes"),
+            what,
+            (
+                suggest(str(bad), DTYPES, "one of")
+                if bad is not None
+                else 'e.g. dtypes = ["float32", "float64"]'
+            ),
+        )
         dtypes = ["float32"]
     tolerances = {}
     for key in ("atol", "rtol"):
         value = table.get(key)
         if value is not None and (not _is_number(value) or value < 0):
-            sink.error(doc.line("test", key), f"test.{key} must be a non-negative number, not {shown(value)}", f"e.g. {key} = 1e-5")
+            sink.error(
+                doc.line("test", key),
+                f"test.{key} must be a non-negative number, not {shown(value)}",
+                f"e.g. {key} = 1e-5",
+            )
             value = None
         tolerances[key] = value
-    return TestSpec(tuple(samples), reference, tuple(dtypes), tolerances["atol"], tolerances["rtol"])
+    return TestSpec(
+        tuple(samples), reference, tuple(dtypes), tolerances["atol"], tolerances["rtol"]
+    )

@@ -9,12 +9,12 @@ __all__ = ["SUPPORTED_ARG_TYPES", "SUPPORTED_RETURN_TYPES", "default_problem", "
 
 _BASE = ["Tensor", "int", "SymInt", "float", "bool", "str", "Scalar", "ScalarType", "Device"]
 _LISTS = ["Tensor[]", "int[]", "SymInt[]", "float[]", "bool[]"]
-SUPPORTED_ARG_TYPES = frozenset(_BASE + _LISTS + [t + "?" for t in _BASE + _LISTS if t != "Tensor[]"])
+SUPPORTED_ARG_TYPES = frozenset(
+    _BASE + _LISTS + [t + "?" for t in _BASE + _LISTS if t != "Tensor[]"]
+)
 SUPPORTED_RETURN_TYPES = frozenset(["Tensor", "Tensor[]"])
 
-DTYPES = (
-    "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
-)
+DTYPES = "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 
 _INT = re.compile(r"-?\d+\Z")
 _FLOAT = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|-?inf\Z|nan\Z")

@@ -9,7 +9,18 @@ from ..errors import DiagnosticSink
 from .expr import SAFE_BUILTINS, ExprProblem, check_expression
 from .fields import check_keys, shown, string_list, typed
 from .load import LoadedToml
-from .model import BACKENDS, CPP_TARGETS, DEVICES, REGISTRATIONS, Arg, FakeRule, GradFormula, OpSpec, ProjectConfig, Ret
+from .model import (
+    BACKENDS,
+    CPP_TARGETS,
+    DEVICES,
+    REGISTRATIONS,
+    Arg,
+    FakeRule,
+    GradFormula,
+    OpSpec,
+    ProjectConfig,
+    Ret,
+)
 from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .bench import build_bench
 from .samples import build_test
@@ -24,10 +35,26 @@ SPEC_KEYS = (
 _FAKE_KEYS = ("like", "expr", "checks")
 # Names generated Python or C++ code uses around the arguments (`std`, `at` and
 # `c10` are C++ namespaces a parameter of that name would hide).
-_RESERVED_ARG_NAMES = frozenset({"grad", "grads", "result", "torch", "math", "F", "ctx", "keyword_only_inputs", "std", "at", "c10"})
+_RESERVED_ARG_NAMES = frozenset(
+    {
+        "grad",
+        "grads",
+        "result",
+        "torch",
+        "math",
+        "F",
+        "ctx",
+        "keyword_only_inputs",
+        "std",
+        "at",
+        "c10",
+    }
+)
 _EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
 _SCHEMA_PLACEHOLDER = "opgen_op"
-_SCHEMA_HINT = 'write it in PyTorch\'s schema language, e.g. "(Tensor x, float alpha=1.0) -> Tensor"'
+_SCHEMA_HINT = (
+    'write it in PyTorch\'s schema language, e.g. "(Tensor x, float alpha=1.0) -> Tensor"'
+)
 _NAME_HINT = "use a short snake_case identifier"
 
 
@@ -85,13 +112,25 @@ def _torchgen_parse(sink: DiagnosticSink, line: int, text: str):
 def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: list[str]):
     line = doc.line("schema")
     if not text.lstrip().startswith("("):
-        sink.error(line, f"schema {shown(text)} must start with the argument list", 'write it as "(Tensor x) -> Tensor", without the op name')
+        sink.error(
+            line,
+            f"schema {shown(text)} must start with the argument list",
+            'write it as "(Tensor x) -> Tensor", without the op name',
+        )
         return None
     if any(ord(c) < 32 or c == "\x7f" for c in text):
-        sink.error(line, "schema contains control characters (a newline or tab)", "write the schema on one line, with spaces only")
+        sink.error(
+            line,
+            "schema contains control characters (a newline or tab)",
+            "write the schema on one line, with spaces only",
+        )
         return None
     if "->" in text and re.search(r"Tensor\s*\(", text.rsplit("->", 1)[1]):
-        sink.error(line, "returns cannot carry alias annotations", "return a new tensor, or return () and mutate an argument")
+        sink.error(
+            line,
+            "returns cannot carry alias annotations",
+            "return a new tensor, or return () and mutate an argument",
+        )
         return None
     schema = _torchgen_parse(sink, line, text)
     if schema is None:
@@ -103,18 +142,34 @@ def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: lis
     for a in schema.arguments.flat_all:
         ok = _arg_name_ok(sink, line, a.name) and ok
         if a.name in seen:
-            sink.error(line, f"argument {a.name!r} appears twice in the schema", "give each argument its own name")
+            sink.error(
+                line,
+                f"argument {a.name!r} appears twice in the schema",
+                "give each argument its own name",
+            )
             ok = False
         seen.add(a.name)
         type_text = normalize_type(str(a.type))
         if type_text not in SUPPORTED_ARG_TYPES:
-            sink.error(line, f"argument {a.name!r} has unsupported type {type_text}", f"supported: {', '.join(sorted(SUPPORTED_ARG_TYPES))}")
+            sink.error(
+                line,
+                f"argument {a.name!r} has unsupported type {type_text}",
+                f"supported: {', '.join(sorted(SUPPORTED_ARG_TYPES))}",
+            )
             ok = False
         if a.annotation is not None and not a.annotation.is_write:
-            sink.error(line, f"argument {a.name!r} has a read-only alias annotation", "custom ops cannot return views; remove the annotation")
+            sink.error(
+                line,
+                f"argument {a.name!r} has a read-only alias annotation",
+                "custom ops cannot return views; remove the annotation",
+            )
             ok = False
         if a.annotation is not None and a.annotation.is_write and a.name not in mutates:
-            sink.error(line, f"argument {a.name!r} is annotated as mutated but is not in `mutates`", f'add it: mutates = ["{a.name}"], or remove the (a!) annotation')
+            sink.error(
+                line,
+                f"argument {a.name!r} is annotated as mutated but is not in `mutates`",
+                f'add it: mutates = ["{a.name}"], or remove the (a!) annotation',
+            )
             ok = False
         if a.default is not None and type_text in SUPPORTED_ARG_TYPES:
             problem = default_problem(type_text, a.default)
@@ -125,16 +180,30 @@ def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: lis
                 sink.error(line, f"argument {a.name!r}: {problem}", hint)
                 ok = False
         if a.name not in positional and type_text.startswith("Tensor"):
-            sink.error(line, f"tensor argument {a.name!r} is keyword-only", "custom ops take tensors as positional arguments: move it before the `*`")
+            sink.error(
+                line,
+                f"tensor argument {a.name!r} is keyword-only",
+                "custom ops take tensors as positional arguments: move it before the `*`",
+            )
             ok = False
-        args.append(Arg(a.name, str(a.type), a.default, a.name not in positional, a.name in mutates))
+        args.append(
+            Arg(a.name, str(a.type), a.default, a.name not in positional, a.name in mutates)
+        )
     rets: list[Ret] = []
     for r in schema.returns:
         if r.annotation is not None:
-            sink.error(line, "returns cannot carry alias annotations", "return a new tensor, or return () and mutate an argument")
+            sink.error(
+                line,
+                "returns cannot carry alias annotations",
+                "return a new tensor, or return () and mutate an argument",
+            )
             ok = False
         if str(r.type) not in SUPPORTED_RETURN_TYPES:
-            sink.error(line, f"return type {r.type} is not supported", "return Tensor, Tensor[] or a tuple of Tensors; pass other values back as tensors")
+            sink.error(
+                line,
+                f"return type {r.type} is not supported",
+                "return Tensor, Tensor[] or a tuple of Tensors; pass other values back as tensors",
+            )
             ok = False
         if r.name is not None and not _arg_name_ok(sink, line, r.name):
             ok = False
@@ -144,9 +213,17 @@ def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: lis
     for name in mutates:
         arg = next((a for a in args if a.name == name), None)
         if arg is None:
-            sink.error(doc.line("mutates"), f"mutated argument {name!r} is not in the schema", f"arguments: {', '.join(a.name for a in args) or 'none'}")
+            sink.error(
+                doc.line("mutates"),
+                f"mutated argument {name!r} is not in the schema",
+                f"arguments: {', '.join(a.name for a in args) or 'none'}",
+            )
         elif not (arg.is_tensor or arg.is_tensor_list):
-            sink.error(doc.line("mutates"), f"mutated argument {name!r} has type {arg.type}, not Tensor", f"only tensors can be mutated: remove {name!r} from mutates")
+            sink.error(
+                doc.line("mutates"),
+                f"mutated argument {name!r} has type {arg.type}, not Tensor",
+                f"only tensors can be mutated: remove {name!r} from mutates",
+            )
     return (tuple(args), tuple(rets)) if ok else None
 
 
@@ -156,7 +233,9 @@ def _callable_ops(op_names: frozenset[str]) -> frozenset[str]:
     return frozenset(n for n in op_names if identifier_problem(n, "op name") is None)
 
 
-def _formula_names(args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]) -> set[str]:
+def _formula_names(
+    args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]
+) -> set[str]:
     names = {a.name for a in args} | set(_EXPR_GLOBALS) | _callable_ops(op_names) | {"grads"}
     if len(rets) == 1:
         names |= {"grad", "result"}
@@ -167,11 +246,19 @@ def _formula_names(args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: froze
 def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, ...]:
     formulas: list[GradFormula] = []
     if table and not rets:
-        sink.error(doc.line("grad"), "this op returns nothing, so it has no gradients", "remove the [grad] table")
+        sink.error(
+            doc.line("grad"),
+            "this op returns nothing, so it has no gradients",
+            "remove the [grad] table",
+        )
         return ()
     if table and any(a.mutated for a in args):
         # torch registers autograd only for functional ops.
-        sink.error(doc.line("grad"), "this op mutates an argument, and PyTorch has no autograd for mutating custom ops", "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)")
+        sink.error(
+            doc.line("grad"),
+            "this op mutates an argument, and PyTorch has no autograd for mutating custom ops",
+            "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)",
+        )
         return ()
     allowed = _formula_names(args, rets, op_names)
     inputs = {a.name for a in args}
@@ -183,16 +270,32 @@ def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, .
         for target in targets:
             arg = by_name.get(target)
             if arg is None:
-                sink.error(line, f"gradient for unknown input {target!r}", f"inputs: {', '.join(by_name) or 'none'}")
+                sink.error(
+                    line,
+                    f"gradient for unknown input {target!r}",
+                    f"inputs: {', '.join(by_name) or 'none'}",
+                )
             elif not arg.differentiable:
-                sink.error(line, f"input {target!r} is a {arg.type}, not a tensor: it has no gradient", "remove this formula")
+                sink.error(
+                    line,
+                    f"input {target!r} is a {arg.type}, not a tensor: it has no gradient",
+                    "remove this formula",
+                )
             elif arg.mutated:
-                sink.error(line, f"input {target!r} is mutated; gradients through mutated inputs are not supported", "remove this formula")
+                sink.error(
+                    line,
+                    f"input {target!r} is mutated; gradients through mutated inputs are not supported",
+                    "remove this formula",
+                )
             elif target in taken:
                 sink.error(line, f"input {target!r} has two gradient formulas", "keep one")
             taken.add(target)
         if not isinstance(expr, str):
-            sink.error(line, f"gradient formula for {key!r} must be a string, not {shown(expr)}", f'e.g. {targets[0] or "x"} = "grad * x.cos()"')
+            sink.error(
+                line,
+                f"gradient formula for {key!r} must be a string, not {shown(expr)}",
+                f'e.g. {targets[0] or "x"} = "grad * x.cos()"',
+            )
             continue
         try:
             tree = check_expression(expr, allowed, f"gradient formula for {key!r}")
@@ -201,7 +304,11 @@ def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, .
             continue
         uncalled = _uncalled_ops(tree, _callable_ops(op_names) - inputs)
         if uncalled:
-            sink.error(line, f"gradient formula for {key!r} names the op {uncalled!r} without calling it", f"call it, e.g. {uncalled}(grad, ...)")
+            sink.error(
+                line,
+                f"gradient formula for {key!r} names the op {uncalled!r} without calling it",
+                f"call it, e.g. {uncalled}(grad, ...)",
+            )
             continue
         formulas.append(GradFormula(targets, expr.strip(), line))
     return tuple(formulas)
@@ -237,19 +344,31 @@ def _build_fake(sink, doc, table, args, rets, present: bool) -> FakeRule:
     checks = tuple(_check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks"))
     if not rets:
         if "like" in table or "expr" in table:
-            sink.error(doc.line("fake"), "this op returns nothing; its fake kernel needs no output rule", "remove fake.like / fake.expr")
+            sink.error(
+                doc.line("fake"),
+                "this op returns nothing; its fake kernel needs no output rule",
+                "remove fake.like / fake.expr",
+            )
         return FakeRule(checks=checks)
     if not present:
         return FakeRule()  # reported once, as the missing [fake] table
     if ("like" in table) == ("expr" in table):
-        sink.error(doc.line("fake"), "the fake kernel needs exactly one of fake.like or fake.expr", 'e.g. like = "x" (output shaped like x) or expr = "x.new_empty(x.shape[0], w.shape[1])"')
+        sink.error(
+            doc.line("fake"),
+            "the fake kernel needs exactly one of fake.like or fake.expr",
+            'e.g. like = "x" (output shaped like x) or expr = "x.new_empty(x.shape[0], w.shape[1])"',
+        )
         return FakeRule()
     if "like" in table:
         like = string_list(sink, doc, table["like"], "fake", "like") or ()
         tensors = [a.name for a in args if a.is_tensor]
         for name in like:
             if name not in tensors:
-                sink.error(doc.line("fake", "like"), f"fake.like names {shown(name)}, which is not a tensor input", f"tensor inputs: {', '.join(tensors) or 'none'}")
+                sink.error(
+                    doc.line("fake", "like"),
+                    f"fake.like names {shown(name)}, which is not a tensor input",
+                    f"tensor inputs: {', '.join(tensors) or 'none'}",
+                )
         rule = FakeRule(like=like, checks=checks)
     else:
         exprs = string_list(sink, doc, table["expr"], "fake", "expr") or ()
@@ -259,14 +378,20 @@ def _build_fake(sink, doc, table, args, rets, present: bool) -> FakeRule:
         rule = FakeRule(expr=tuple(good), checks=checks)
     count = len(rule.like or rule.expr)
     if count and count != len(rets):
-        sink.error(doc.line("fake"), f"the fake rule gives {count} output(s) but the schema returns {len(rets)}", "give one rule per return, as a list")
+        sink.error(
+            doc.line("fake"),
+            f"the fake rule gives {count} output(s) but the schema returns {len(rets)}",
+            "give one rule per return, as a list",
+        )
     return rule
 
 
 def _choice(sink, doc, data, key, choices, default):
     value = data.get(key, default)
     if value not in choices:
-        sink.error(doc.line(key), f"{key} is {shown(value)}", f"use one of {', '.join(map(repr, choices))}")
+        sink.error(
+            doc.line(key), f"{key} is {shown(value)}", f"use one of {', '.join(map(repr, choices))}"
+        )
         return default
     return value
 
@@ -294,7 +419,9 @@ def _parse_name(sink, doc, name, config: ProjectConfig):
         return None
     namespace, rest = name.split("::", 1)
     op, _, overload = rest.partition(".")
-    parts = [(namespace, "namespace"), (op, "op name")] + ([(overload, "overload name")] if "." in rest else [])
+    parts = [(namespace, "namespace"), (op, "op name")] + (
+        [(overload, "overload name")] if "." in rest else []
+    )
     ok = True
     for value, what in parts:
         problem = identifier_problem(value, what)
@@ -302,13 +429,25 @@ def _parse_name(sink, doc, name, config: ProjectConfig):
             sink.error(line, problem, _NAME_HINT)
             ok = False
     if ok and op in RESERVED_OP_NAMES:
-        sink.error(line, f"op name {op!r} is reserved: the generated module uses it", "choose another op name")
+        sink.error(
+            line,
+            f"op name {op!r} is reserved: the generated module uses it",
+            "choose another op name",
+        )
         ok = False
     if ok and (namespace in RESERVED_NAMESPACES or namespace.startswith("_")):
-        sink.error(line, f"namespace {namespace!r} is reserved by PyTorch", f'use this project\'s namespace: name = "{config.namespace}::{op}"')
+        sink.error(
+            line,
+            f"namespace {namespace!r} is reserved by PyTorch",
+            f'use this project\'s namespace: name = "{config.namespace}::{op}"',
+        )
         ok = False
     elif ok and namespace != config.namespace:
-        sink.error(line, f"namespace {namespace!r} is not this project's namespace {config.namespace!r}", f'write name = "{config.namespace}::{rest}" (the namespace is set in opgen.toml)')
+        sink.error(
+            line,
+            f"namespace {namespace!r} is not this project's namespace {config.namespace!r}",
+            f'write name = "{config.namespace}::{rest}" (the namespace is set in opgen.toml)',
+        )
         ok = False
     return (namespace, op, overload) if ok else None
 
@@ -317,31 +456,62 @@ def _top_level(sink, doc, data, config):
     """Everything outside [grad], [fake] and [test]; problems go to `sink`."""
     mutates = data.get("mutates", [])
     if not isinstance(mutates, list) or not all(isinstance(m, str) for m in mutates):
-        sink.error(doc.line("mutates"), f"mutates must be a list of argument names, not {shown(mutates)}", 'e.g. mutates = ["out"]')
+        sink.error(
+            doc.line("mutates"),
+            f"mutates must be a list of argument names, not {shown(mutates)}",
+            'e.g. mutates = ["out"]',
+        )
         mutates = []
     devices = data.get("devices", ["cpu"])
-    if not isinstance(devices, list) or not devices or any(d not in DEVICES for d in devices) or len(set(map(str, devices))) != len(devices):
-        sink.error(doc.line("devices"), f"devices must be a non-empty list drawn from 'cpu' and 'cuda', not {shown(devices)}", 'e.g. devices = ["cpu", "cuda"]')
+    if (
+        not isinstance(devices, list)
+        or not devices
+        or any(d not in DEVICES for d in devices)
+        or len(set(map(str, devices))) != len(devices)
+    ):
+        sink.error(
+            doc.line("devices"),
+            f"devices must be a non-empty list drawn from 'cpu' and 'cuda', not {shown(devices)}",
+            'e.g. devices = ["cpu", "cuda"]',
+        )
         devices = ["cpu"]
     values = {
         "devices": tuple(devices),
         "backend": _choice(sink, doc, data, "backend", BACKENDS, config.backend),
         "cpp_target": _choice(sink, doc, data, "cpp_target", CPP_TARGETS, config.cpp_target),
-        "registration": _choice(sink, doc, data, "registration", REGISTRATIONS, config.registration),
+        "registration": _choice(
+            sink, doc, data, "registration", REGISTRATIONS, config.registration
+        ),
     }
-    for key, default in (("per_device", False), ("double_backward", True), ("pybind", config.pybind)):
+    for key, default in (
+        ("per_device", False),
+        ("double_backward", True),
+        ("pybind", config.pybind),
+    ):
         value = data.get(key, default)
         if not isinstance(value, bool):
-            sink.error(doc.line(key), f"{key} must be true or false, not {shown(value)}", f"write {key} = {'true' if not default else 'false'}")
+            sink.error(
+                doc.line(key),
+                f"{key} must be true or false, not {shown(value)}",
+                f"write {key} = {'true' if not default else 'false'}",
+            )
             value = default
         values[key] = value
     doc_text = data.get("doc", "")
     if isinstance(doc_text, str):
         doc_text = doc_text.replace("\r\n", "\n")
-    control = isinstance(doc_text, str) and any((ord(c) < 32 and c not in "\n\t") or c == "\x7f" for c in doc_text)
+    control = isinstance(doc_text, str) and any(
+        (ord(c) < 32 and c not in "\n\t") or c == "\x7f" for c in doc_text
+    )
     if not isinstance(doc_text, str) or control:
-        what = "contains a control character" if isinstance(doc_text, str) else f"must be a string, not {shown(doc_text)}"
-        sink.error(doc.line("doc"), f"doc {what}", 'write doc = "One line." or doc = """ several lines """')
+        what = (
+            "contains a control character"
+            if isinstance(doc_text, str)
+            else f"must be a string, not {shown(doc_text)}"
+        )
+        sink.error(
+            doc.line("doc"), f"doc {what}", 'write doc = "One line." or doc = """ several lines """'
+        )
         doc_text = ""
     values["doc"] = doc_text.strip()
     return mutates, values
@@ -352,7 +522,10 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     sink = DiagnosticSink(doc.path)
     data = doc.data
     check_keys(sink, doc, data, SPEC_KEYS, ())
-    for required, example in (("name", f'name = "{config.namespace}::my_op"'), ("schema", 'schema = "(Tensor x) -> Tensor"')):
+    for required, example in (
+        ("name", f'name = "{config.namespace}::my_op"'),
+        ("schema", 'schema = "(Tensor x) -> Tensor"'),
+    ):
         if required not in data:
             sink.error(1, f"missing required field {required!r}", f"add {example}")
     parsed_name = None
@@ -366,7 +539,11 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     for key in ("grad", "fake", "test", "bench"):
         value = data.get(key, {})
         if not isinstance(value, dict):
-            sink.error(doc.line(key), f"{key} must be a table, not {shown(value)}", f"write [{key}] on its own line and the entries below it")
+            sink.error(
+                doc.line(key),
+                f"{key} must be a table, not {shown(value)}",
+                f"write [{key}] on its own line and the entries below it",
+            )
             value = {}
         tables[key] = value
     if parsed is None:
@@ -374,13 +551,26 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     args, rets = parsed
     if rets and "fake" not in data:
         first = next((a.name for a in args if a.is_tensor), "x")
-        sink.error(1, "missing required [fake] table: torch.compile needs the output rule", f'add\n[fake]\nlike = "{first}"   # or expr = "{first}.new_empty(...)"')
+        sink.error(
+            1,
+            "missing required [fake] table: torch.compile needs the output rule",
+            f'add\n[fake]\nlike = "{first}"   # or expr = "{first}.new_empty(...)"',
+        )
     grads = _build_grads(sink, doc, tables["grad"], args, rets, op_names)
     fake = _build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, _EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, _EXPR_GLOBALS)
-    if parsed_name is not None and parsed_name[2] and values.get("backend") == "python" and values.get("registration") == "custom_op":
-        sink.error(doc.line("name"), "custom_op cannot define an overload", 'set registration = "library" for this op, or drop the ".overload" from its name')
+    if (
+        parsed_name is not None
+        and parsed_name[2]
+        and values.get("backend") == "python"
+        and values.get("registration") == "custom_op"
+    ):
+        sink.error(
+            doc.line("name"),
+            "custom_op cannot define an overload",
+            'set registration = "library" for this op, or drop the ".overload" from its name',
+        )
     sink.raise_if_any()
     namespace, name, overload = parsed_name
     return OpSpec(

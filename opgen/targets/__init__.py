@@ -51,7 +51,9 @@ class Artifact:
     make_context: Callable[[], Context] = field(repr=False, compare=False)
     # A fresh user file's first text comes from the same template with this context
     # instead (Note [Starter bodies] in api/starter.py); the scaffold stays the merge base.
-    make_initial_context: Callable[[], Context] | None = field(default=None, repr=False, compare=False)
+    make_initial_context: Callable[[], Context] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def context(self) -> Context:

@@ -56,7 +56,10 @@ def kernel_path(module: str, device: str) -> str:
 
 
 def cpp_files(op: OpSpec) -> CppFiles:
-    return CppFiles(header=f"{op.module}.h", kernels={device: kernel_path(op.module, device) for device in KERNEL_DIRS})
+    return CppFiles(
+        header=f"{op.module}.h",
+        kernels={device: kernel_path(op.module, device) for device in KERNEL_DIRS},
+    )
 
 
 def library_file(target: str) -> str:
@@ -68,7 +71,9 @@ def library_path(config: ProjectConfig) -> str:
     return f"{config.package}/{library_file(config.cpp_target)}"
 
 
-def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False) -> list[Artifact]:
+def cpp_op_artifacts(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False
+) -> list[Artifact]:
     """The op's header and kernel stubs (its Python module is in `targets.python`).
 
     `fresh`: the op's spec is being created; its CPU kernel starts with a starter body where opgen has one.
@@ -86,14 +91,29 @@ def cpp_op_artifacts(config: ProjectConfig, op: OpSpec, base: Callable[[], Conte
         def cpu_context() -> Context:
             return {**context(), "starter": None}
 
-        initial = (lambda: {**cpu_context(), "starter": list(body.cpu)}) if body and body.cpu else None
-        out.append(Artifact(files.kernels["cpu"], "cpp/kernel_cpu.cpp.j2", Owner.USER, source, cpu_context, initial))
+        initial = (
+            (lambda: {**cpu_context(), "starter": list(body.cpu)}) if body and body.cpu else None
+        )
+        out.append(
+            Artifact(
+                files.kernels["cpu"],
+                "cpp/kernel_cpu.cpp.j2",
+                Owner.USER,
+                source,
+                cpu_context,
+                initial,
+            )
+        )
     if "cuda" in op.devices:
-        out.append(Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", Owner.USER, source, context))
+        out.append(
+            Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", Owner.USER, source, context)
+        )
     return out
 
 
-def cpp_project_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]) -> list[Artifact]:
+def cpp_project_artifacts(
+    config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
+) -> list[Artifact]:
     """The library's registration sources, its loader and setup.py; `base` holds the `cpp` variables."""
     cpp_ops = [op for op in ops if op.backend == "cpp"]
     items = [
@@ -102,13 +122,31 @@ def cpp_project_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: 
         ("setup.py", "package/setup.py.j2", Owner.USER, "#", {}),
     ]
     for device in sorted({d for op in cpp_ops for d in op.devices}):
-        items.append((device_registration(device), "cpp/registration_device.cpp.j2", Owner.GENERATED, "//", {"device": device}))
+        items.append(
+            (
+                device_registration(device),
+                "cpp/registration_device.cpp.j2",
+                Owner.GENERATED,
+                "//",
+                {"device": device},
+            )
+        )
     if any(refuses_backward_in_cpp(op) for op in cpp_ops):
-        items.append((AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {}))
+        items.append(
+            (AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {})
+        )
     if any(op.pybind for op in cpp_ops):
         items.append((PYBIND_SOURCE, "cpp/pybind.cpp.j2", Owner.GENERATED, "//", {}))
 
-    def artifact(path: str, template: str, owner: Owner, comment: str, extra: dict[str, str]) -> Artifact:
-        return Artifact(path, template, owner, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE, comment), **extra})
+    def artifact(
+        path: str, template: str, owner: Owner, comment: str, extra: dict[str, str]
+    ) -> Artifact:
+        return Artifact(
+            path,
+            template,
+            owner,
+            CONFIG_FILE,
+            lambda: {**base(), "header": header(CONFIG_FILE, comment), **extra},
+        )
 
     return [artifact(*item) for item in items]

@@ -18,7 +18,9 @@ from .python import op_module_artifact, python_kernel_artifact, test_artifact
 __all__ = ["collect_artifacts", "package_artifacts"]
 
 
-def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]) -> list[Artifact]:
+def package_artifacts(
+    config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
+) -> list[Artifact]:
     """The package's `__init__.py`, `_testing.py`, `_runtime.py` and the tests' `conftest.py`."""
     pkg = config.package
     items = [
@@ -30,10 +32,21 @@ def package_artifacts(config: ProjectConfig, ops: tuple[OpSpec, ...], base: Call
     ]
     if any(op.backend == "python" for op in ops):
         items.append((f"{pkg}/kernels/__init__.py", "package/empty_init.py.j2"))
-    return [Artifact(path, template, Owner.GENERATED, CONFIG_FILE, lambda: {**base(), "header": header(CONFIG_FILE)}) for path, template in items]
+    return [
+        Artifact(
+            path,
+            template,
+            Owner.GENERATED,
+            CONFIG_FILE,
+            lambda: {**base(), "header": header(CONFIG_FILE)},
+        )
+        for path, template in items
+    ]
 
 
-def collect_artifacts(project: Project, fresh_specs: frozenset[str] = frozenset()) -> list[Artifact]:
+def collect_artifacts(
+    project: Project, fresh_specs: frozenset[str] = frozenset()
+) -> list[Artifact]:
     """Every file the project's specs make, sorted by path.
 
     Project-wide values (the `project` variables, the library's `cpp`
@@ -43,7 +56,11 @@ def collect_artifacts(project: Project, fresh_specs: frozenset[str] = frozenset(
     """
     config, ops = project.config, project.ops
     shared = functools.cache(lambda: project_context(config, ops))
-    cpp_contexts = {op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op))) for op in ops if op.backend == "cpp"}
+    cpp_contexts = {
+        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op)))
+        for op in ops
+        if op.backend == "cpp"
+    }
 
     def op_base(op: OpSpec) -> Callable[[], Context]:
         def build() -> Context:
@@ -59,7 +76,14 @@ def collect_artifacts(project: Project, fresh_specs: frozenset[str] = frozenset(
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
-            lambda: {**package_base(), "cpp": cpp_project_context(config, [(op, cpp_contexts[op.module]()) for op in cpp_ops], library_file(config.cpp_target))}
+            lambda: {
+                **package_base(),
+                "cpp": cpp_project_context(
+                    config,
+                    [(op, cpp_contexts[op.module]()) for op in cpp_ops],
+                    library_file(config.cpp_target),
+                ),
+            }
         )
         artifacts += cpp_project_artifacts(config, ops, library)
     for op in ops:

@@ -22,10 +22,14 @@ def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Con
     source = spec_path(op, config)
     template = "python/op.py.j2" if op.backend == "python" else "python/cpp_op.py.j2"
     path = f"{config.package}/_generated/{op.module}.py"
-    return Artifact(path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)})
+    return Artifact(
+        path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)}
+    )
 
 
-def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False) -> Artifact:
+def python_kernel_artifact(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool = False
+) -> Artifact:
     """`<package>/kernels/<op>.py`: the user's implementation of a Python op.
 
     `fresh`: the op's spec is being created; its kernel starts with a starter body where opgen has one.
@@ -37,11 +41,19 @@ def python_kernel_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[],
         return {**base(), "header": header(source), "kernel_file": path, "starter": None}
 
     body = starter(op) if fresh else None
-    initial = (lambda: {**context(), "starter": list(body.python)}) if body and body.python else None
+    initial = (
+        (lambda: {**context(), "starter": list(body.python)}) if body and body.python else None
+    )
     return Artifact(path, "python/kernel.py.j2", Owner.USER, source, context, initial)
 
 
 def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
     """`tests/test_<op>.py`: the op's generated tests."""
     source = spec_path(op, config)
-    return Artifact(f"tests/test_{op.module}.py", "tests/test_op.py.j2", Owner.GENERATED, source, lambda: {**base(), "header": header(source)})
+    return Artifact(
+        f"tests/test_{op.module}.py",
+        "tests/test_op.py.j2",
+        Owner.GENERATED,
+        source,
+        lambda: {**base(), "header": header(source)},
+    )
