@@ -33,9 +33,9 @@ from .api.cpp import target_version_hex
 from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
-from .project import Project, load_project
 from .generate import GenerateResult
 from .generate import generate as run_generate
+from .project import Project, load_project
 from .targets.cpp import (
     AUTOGRAD_REGISTRATION,
     KERNEL_DIRS,
@@ -78,6 +78,8 @@ _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
 
 @dataclass(frozen=True)
 class Toolchain:
+    """The tools a build uses and what the installed torch was built with."""
+
     cxx: str
     nvcc: str | None
     ninja: str
@@ -91,6 +93,7 @@ class Toolchain:
 
 
 def find_toolchain() -> Toolchain:
+    """The compiler, ninja, nvcc (if any) and the installed torch; raises OpgenError for what is missing."""
     import torch
 
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
@@ -131,6 +134,8 @@ def find_toolchain() -> Toolchain:
 
 @dataclass
 class BuildPlan:
+    """The ninja file of a build and what it compiles and links."""
+
     ninja_text: str
     library: str  # project-relative
     cpp_sources: list[str] = field(default_factory=list)
@@ -282,7 +287,12 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
 
 
 def _pybind_lines(
-    tools: Toolchain, includes, defines, kernel_objects, output: str, lib_dir: Path
+    tools: Toolchain,
+    includes: list[str],
+    defines: list[str],
+    kernel_objects: list[str],
+    output: str,
+    lib_dir: Path,
 ) -> list[str]:
     import torch
 
@@ -333,6 +343,8 @@ def foreign_symbols(library: Path) -> list[str]:
 
 @dataclass
 class BuildResult:
+    """Whether the compile succeeded, the line that says so, and notes (skipped CUDA, orphan kernels)."""
+
     ok: bool
     summary: str
     plan: BuildPlan | None = None

@@ -18,6 +18,8 @@ __all__ = ["Action", "Change", "summarize"]
 
 
 class Action(StrEnum):
+    """What a run does to one file; the manifest and the report use the values."""
+
     CREATE = "create"  # a file opgen makes for the first time
     UPDATE = "update"  # a generated file (or an untouched user file) gets the new render
     UNCHANGED = "unchanged"

@@ -83,6 +83,7 @@ class ProjectFiles:
             ) from None
 
     def exists(self, rel: str | Path) -> bool:
+        """Whether the (confined) path exists."""
         return self.path(rel).exists()
 
     def write_text(self, rel: str | Path, text: str) -> None:
@@ -90,6 +91,7 @@ class ProjectFiles:
         atomic_write(self.path(rel), text)
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
+        """Rename `src` to `dst`, replacing it; both inside the project."""
         os.replace(self.path(src), self.path(dst))
 
     def unlink(self, rel: str | Path) -> bool:
@@ -101,6 +103,7 @@ class ProjectFiles:
         return True
 
     def mkdir(self, rel: str | Path) -> Path:
+        """Create the folder (and its parents) if missing; returns its path."""
         path = self.path(rel)
         path.mkdir(parents=True, exist_ok=True)
         return path

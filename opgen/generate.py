@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .changes import Action, Change, summarize
 from .format import format_python
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
@@ -16,7 +17,6 @@ from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact
 from .targets.project import collect_artifacts
-from .changes import Action, Change, summarize
 from .writer import Rendered, apply_changes, needs_writing, plan_changes
 
 __all__ = ["GenerateResult", "generate", "render_all"]
@@ -31,6 +31,7 @@ class GenerateResult:
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> Counter[Action]:
+        """How many files each action touched."""
         return Counter(c.action for c in self.changes)
 
     @property
@@ -48,6 +49,7 @@ class GenerateResult:
         return not self.written and any(c.action is Action.EDITED for c in self.changes)
 
     def summary(self) -> str:
+        """The report's last line: "2 created, 0 updated, ..."."""
         return summarize(c.action for c in self.changes)
 
 

@@ -49,8 +49,9 @@ class Entry:
 
     @classmethod
     def from_json(cls, data: dict[str, str]) -> Entry:
-        """Raises ValueError or TypeError for a damaged entry."""
-        return cls(**{**data, "owner": Owner(data["owner"])})
+        """Raises ValueError, TypeError or KeyError for a damaged entry."""
+        fields = dict(data)
+        return cls(Owner(fields.pop("owner")), **fields)
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Manifest:
     pending: dict[str, Entry | None] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path) -> "Manifest":
+    def load(cls, root: Path) -> Manifest:
         path = root / MANIFEST_FILE
         if not path.is_file():
             return cls()

@@ -14,6 +14,8 @@ __all__ = ["NewResult", "new_op"]
 
 @dataclass(frozen=True)
 class NewResult:
+    """The project the op went into, its new spec, its backend, and the generate run that wrote it all."""
+
     root: Path
     spec: str  # the new spec, project-relative
     backend: str

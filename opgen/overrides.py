@@ -43,6 +43,8 @@ _ORIGINALS = f"{STATE_DIR}/ejected"
 
 @dataclass(frozen=True)
 class TemplateInfo:
+    """One line of `opgen templates list`."""
+
     name: str
     builtin: bool
     overridden: bool

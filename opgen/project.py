@@ -22,6 +22,8 @@ OPS_DIR = "ops"
 
 @dataclass(frozen=True)
 class Project:
+    """A validated project: its opgen.toml and every op spec."""
+
     config: ProjectConfig
     ops: tuple[OpSpec, ...]
 
@@ -31,6 +33,7 @@ class Project:
 
 
 def find_root(start: Path) -> Path | None:
+    """The first folder holding opgen.toml: `start` or one of its parents; None when there is none."""
     for folder in (start, *start.parents):
         if (folder / CONFIG_FILE).is_file():
             return folder

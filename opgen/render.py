@@ -5,6 +5,7 @@ Templates receive finished strings from `opgen.api`; they only lay them out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ class Renderer:
             return self.override_dir / name
         return builtin_templates_dir() / name
 
-    def render(self, name: str, context: dict[str, Any]) -> str:
+    def render(self, name: str, context: Mapping[str, Any]) -> str:
         """Render one template; any error in it becomes a diagnostic at the template's file:line."""
         import jinja2
 

@@ -13,8 +13,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import Diagnostic, OpgenError
 from .changes import Action, Change
+from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .manifest import MANIFEST_FILE, Entry, Manifest, digest
 from .merge import has_conflict_markers, merge3
@@ -34,6 +34,8 @@ BACKUP_DIR = f"{STATE_DIR}/backup"
 
 @dataclass(frozen=True)
 class Rendered:
+    """One artifact as rendered and formatted, ready to plan against the disk and the manifest."""
+
     path: str
     owner: Owner
     source: str
@@ -263,6 +265,7 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
 
 
 def unified_diff(change: Change) -> str:
+    """The change as a unified diff (what `opgen generate --dry-run` prints)."""
     old = (change.old or "").splitlines(True)
     new = (change.new or "").splitlines(True) if change.action is not Action.REMOVE else []
     return "".join(difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}"))

@@ -25,7 +25,7 @@ def simple_op(
     fake: str = 'like = "x"',
     sample: str = "x = {shape = [2]}",
 ) -> OpSpec:
-    lines = [f'name = "mylib::foo"', f"schema = {schema!r}".replace("'", '"') if '"' not in schema else f"schema = '{schema}'"]
+    lines = ['name = "mylib::foo"', f"schema = {schema!r}".replace("'", '"') if '"' not in schema else f"schema = '{schema}'"]
     if mutates:
         lines.append("mutates = [" + ", ".join(f'"{m}"' for m in mutates) + "]")
     if grad:

@@ -5,10 +5,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _specs import op_from_toml
 from opgen.bench.cases import CaseError, build_case, size_points
-from opgen.bench.report import Result, format_time, from_json, op_table, overhead_table, speedup, throughput, to_json
+from opgen.bench.report import (
+    Result,
+    format_time,
+    from_json,
+    op_table,
+    overhead_table,
+    speedup,
+    throughput,
+    to_json,
+)
 from opgen.errors import OpgenError
+
+from _specs import op_from_toml
 
 _SPEC = """
 name = "mylib::ln"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from _cpp_support import opgen, python
 from opgen.build import foreign_symbols
+
+from _cpp_support import opgen, python
 
 
 @pytest.fixture(scope="module")

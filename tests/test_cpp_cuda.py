@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from _cpp_support import opgen
-from _support import EXAMPLE, copy_project
 from opgen.build import find_toolchain, plan_build, write_ninja
 from opgen.project import load_project
+
+from _cpp_support import opgen
+from _support import EXAMPLE, copy_project
 
 _NO_NVCC = shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file()
 # CI must compile every .cu: there a missing nvcc fails these tests instead of skipping them.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from _cpp_support import CALL_ALL_TYPES, opgen, python, types_project
 from opgen.api import cpp
 from opgen.build import foreign_symbols
+
+from _cpp_support import CALL_ALL_TYPES, opgen, python, types_project
 
 STABLE = {
     "Tensor": "const torch::stable::Tensor&",

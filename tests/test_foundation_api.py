@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _specs import simple_op
 
 from opgen.api import python as py
 from opgen.api.autograd import plan_autograd
+
+from _specs import simple_op
 
 TWO = "x = {shape = [2]}\nw = {shape = [2]}"
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from _specs import op_from_toml, simple_op
 
 from opgen.errors import OpgenError
+
+from _specs import op_from_toml, simple_op
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def _case_files() -> dict[str, str]:
     for folder in CASE_DIRS:
         for case in sorted(folder.glob("*.txt")):
             parts = _SECTION.split(case.read_text(encoding="utf-8"))[1:]
-            for path, text in zip(parts[::2], parts[1::2]):
+            for path, text in zip(parts[::2], parts[1::2], strict=True):
                 if _MARK in text.split("\n", 1)[0]:
                     out[f"{case.stem}/{path}"] = text
     return out

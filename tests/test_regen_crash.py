@@ -81,7 +81,7 @@ def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.
         real = fs.atomic_write
         count = [0]
 
-        def dying(path: Path, text: str) -> None:
+        def dying(path: Path, text: str, count: list[int] = count, kill_at: int = kill_at, real=real) -> None:
             if count[0] == kill_at:
                 raise _Killed
             count[0] += 1

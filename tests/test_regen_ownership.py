@@ -155,8 +155,8 @@ def test_resolving_a_conflict_is_accepted(project: Path) -> None:
     (project / "ops/foo.toml").write_text(_spec("(Tensor x, float alpha=1.0) -> Tensor"))
     generate(project)
     lines = path.read_text().splitlines(True)
-    start = next(i for i, l in enumerate(lines) if l.startswith("<<<<<<<"))
-    end = next(i for i, l in enumerate(lines) if l.startswith(">>>>>>>"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("<<<<<<<"))
+    end = next(i for i, line in enumerate(lines) if line.startswith(">>>>>>>"))
     lines[start : end + 1] = ["def foo(x: Tensor, alpha: float = 1.0, beta: int = 3) -> Tensor:\n"]
     path.write_text("".join(lines))
     result = generate(project)

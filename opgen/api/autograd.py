@@ -33,7 +33,6 @@ class _Rewrite(ast.NodeTransformer):
         self.op = op
         self.inputs = {a.name for a in op.args}
         self.metadata_only = metadata_only
-        self.other_ops = set()
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id in self.metadata_only:

@@ -13,8 +13,8 @@ from ..spec.model import OpSpec, ProjectConfig
 from . import python as py
 from .autograd import plan_autograd
 from .devices import DISPATCH_KEYS
-from .imports import module_imports, test_imports, testing_names
 from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
+from .imports import module_imports, test_imports, testing_names
 
 __all__ = ["op_context", "project_context", "ops_list", "spec_path"]
 

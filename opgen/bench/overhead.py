@@ -8,7 +8,8 @@ are compared with the same `torch.add` in the same run.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

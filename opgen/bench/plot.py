@@ -30,11 +30,14 @@ def plot(results: list[Result], path: Path, metric: str = "throughput") -> None:
     columns = min(3, len(groups)) or 1
     rows = (len(groups) + columns - 1) // columns or 1
     fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
-    for ax, ((op, mode), rs) in zip(axes.flat, groups.items()):
+    for ax, ((op, mode), rs) in zip(axes.flat, groups.items(), strict=False):
         for impl in dict.fromkeys(r.impl for r in rs):
             line = sorted((r for r in rs if r.impl == impl), key=lambda r: r.numel)
-            if metric == "throughput" and all(throughput(r) for r in line):
-                ys, unit = [throughput(r)[0] for r in line], throughput(line[0])[1]
+            rates = [throughput(r) for r in line]
+            if metric == "throughput" and all(rates):
+                ys, unit = [rate[0] for rate in rates if rate], next(
+                    rate[1] for rate in rates if rate
+                )
             else:
                 ys, unit = [r.median * 1e6 for r in line], "µs per call"
             ax.plot([r.numel for r in line], ys, marker="o", label=impl)

@@ -8,8 +8,9 @@ generated op is faster than X.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = [
     "Result",
@@ -87,9 +88,10 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
     ]
-    line = (
-        lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
-    )  # noqa: E731
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
@@ -105,7 +107,7 @@ def op_table(results: list[Result], stat: str = "median") -> str:
     """One op, one mode: a row per size, time and throughput per implementation, then ratios."""
     impls = _ordered(r.impl for r in results)
     sizes = _ordered(r.size for r in results)
-    unit = next((throughput(r)[1] for r in results if throughput(r)), "GB/s")
+    unit = next((rate[1] for r in results if (rate := throughput(r))), "GB/s")
     derived = any(r.derived_bytes for r in results)
     header = ["size"] + [f"{i} time" for i in impls] + [f"{i} {unit}" for i in impls]
     others = [i for i in impls if i != "opgen"]

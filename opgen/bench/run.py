@@ -65,7 +65,7 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
     package = import_package(project)
     namespace = _namespace(package, project)
     run = BenchRun()
-    plans = []
+    plans: list[tuple[OpSpec, dict[str, int], bool]] = []
     for op in ops:
         if options.device not in op.devices:
             run.skipped.append(
@@ -108,11 +108,11 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
     rounds = 1 if options.quick else 3
     timings = time_interleaved(stmts, case.globals, options.min_run_time, options.threads, rounds)
     name = case.op.split("::", 1)[-1]
-    for impl, t in timings.items():
+    for impl_name, t in timings.items():
         run.results.append(
             Result(
                 name,
-                impl,
+                impl_name,
                 case.size_label,
                 t.median,
                 case.mode,

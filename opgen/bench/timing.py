@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Timing", "time_stmt", "time_interleaved", "set_threads", "machine_cores", "progress"]
 

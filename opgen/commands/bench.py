@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ._support import err, fail, project_root
+
+if TYPE_CHECKING:
+    from ..bench.report import Result
 
 _MIN_TIME = 0.2
 _QUICK_MIN_TIME = 0.01
@@ -19,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     ops: Annotated[
-        Optional[list[str]], typer.Argument(help="Ops to time (default: all).", show_default=False)
+        list[str] | None, typer.Argument(help="Ops to time (default: all).", show_default=False)
     ] = None,
     overhead: Annotated[
         bool,
@@ -31,10 +34,10 @@ def bench(
         bool, typer.Option("--quick", help="Smallest size only, short runs (a smoke test).")
     ] = False,
     json_file: Annotated[
-        Optional[Path], typer.Option("--json", help="Write every measurement to this JSON file.")
+        Path | None, typer.Option("--json", help="Write every measurement to this JSON file.")
     ] = None,
     plot_file: Annotated[
-        Optional[Path], typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")
+        Path | None, typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")
     ] = None,
     metric: Annotated[str, typer.Option(help="Plot throughput or time.")] = "throughput",
     stat: Annotated[
@@ -45,14 +48,14 @@ def bench(
     ] = "median",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     min_time: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--min-time",
             help=f"Seconds of timing per measurement (default {_MIN_TIME}, --quick {_QUICK_MIN_TIME}).",
         ),
     ] = None,
     threads: Annotated[
-        Optional[int], typer.Option(help="torch threads (default: the cores this process may use).")
+        int | None, typer.Option(help="torch threads (default: the cores this process may use).")
     ] = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")
@@ -106,7 +109,7 @@ def bench(
         run = (run_overhead if overhead else run_bench)(project, selected, options)
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     _print(run.results, overhead, stat)
     for note in run.skipped:
         err(f"skipped {note}")
@@ -122,7 +125,7 @@ def bench(
         raise typer.Exit(1)
 
 
-def _print(results, overhead: bool, stat: str) -> None:
+def _print(results: list[Result], overhead: bool, stat: str) -> None:
     from ..bench.report import op_table, overhead_table
 
     what = "median of timing blocks" if stat == "median" else "fastest timing block"
@@ -139,7 +142,12 @@ def _print(results, overhead: bool, stat: str) -> None:
 
 
 def _write(
-    results, info, json_file: Optional[Path], plot_file: Optional[Path], metric: str, overhead: bool
+    results: list[Result],
+    info: dict[str, Any],
+    json_file: Path | None,
+    plot_file: Path | None,
+    metric: str,
+    overhead: bool,
 ) -> None:
     from ..bench.report import to_json
 
@@ -156,5 +164,5 @@ def _write(
             plot(results, plot_file, metric)
         except MissingMatplotlib as exc:
             err(f"error: {exc}")
-            raise typer.Exit(1)
+            raise typer.Exit(1) from None
         typer.echo(f"wrote {plot_file}")

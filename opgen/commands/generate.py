@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -19,7 +19,7 @@ Force = Annotated[
     bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")
 ]
 Templates = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--templates", help="Template folder searched before the built-ins."),
 ]
 

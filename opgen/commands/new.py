@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,10 +13,10 @@ from ._support import fail, report
 def new(
     name: Annotated[str, typer.Argument(help="The op to create, as NAMESPACE::OP.")],
     schema: Annotated[
-        Optional[str], typer.Option(help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".')
+        str | None, typer.Option(help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".')
     ] = None,
     backend: Annotated[
-        Optional[str], typer.Option(help="python or cpp (default: the project's).")
+        str | None, typer.Option(help="python or cpp (default: the project's).")
     ] = None,
     devices: Annotated[str, typer.Option(help="Comma-separated devices: cpu, cuda.")] = "cpu",
 ) -> None:

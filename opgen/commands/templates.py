@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
 from ._support import fail, project_root
+
+T = TypeVar("T")
 
 Name = Annotated[
     str,
@@ -17,7 +20,7 @@ Name = Annotated[
 ]
 
 
-def _run(action):
+def _run(action: Callable[[Path, Path | None], T]) -> tuple[Path, Path | None, T]:
     """Run `action(root, template folder)` for the project here; diagnostics end the command."""
     from ..errors import OpgenError
     from ..overrides import template_folder

@@ -38,7 +38,7 @@ def _sizes(
     if not isinstance(value, list) or not value:
         sink.error(line, f"bench.sizes must be a non-empty list, not {shown(value)}", _SIZE_HINT)
         return ()
-    out = []
+    out: list[tuple[tuple[str, int], ...]] = []
     for raw in value:
         item = {"n": raw} if _is_int(raw) else raw
         if (
@@ -60,7 +60,7 @@ def _sizes(
 
 
 def _inputs(
-    sink, doc, value, args: tuple[Arg, ...], variables: set[str]
+    sink: DiagnosticSink, doc: LoadedToml, value: Any, args: tuple[Arg, ...], variables: set[str]
 ) -> tuple[tuple[str, Any], ...]:
     if not typed(sink, doc, value, dict, "bench", "inputs"):
         return ()

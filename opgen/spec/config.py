@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import DiagnosticSink
 from .fields import suggest
 from .load import LoadedToml

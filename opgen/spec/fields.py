@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import DiagnosticSink
@@ -43,7 +44,13 @@ def where(path: tuple[Any, ...]) -> str:
     return text
 
 
-def check_keys(sink: DiagnosticSink, doc: LoadedToml, table: dict, allowed, prefix: tuple) -> None:
+def check_keys(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict[str, Any],
+    allowed: Iterable[str],
+    prefix: tuple[str, ...],
+) -> None:
     for key in table:
         if key not in allowed:
             sink.error(

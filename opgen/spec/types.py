@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 __all__ = ["SUPPORTED_ARG_TYPES", "SUPPORTED_RETURN_TYPES", "default_problem", "DTYPES"]
 
@@ -56,7 +57,7 @@ def default_problem(type_text: str, default: str) -> str | None:
             if problem:
                 return problem
         return None
-    checks = {
+    checks: dict[str, Callable[[str], object]] = {
         "int": _INT.match,
         "SymInt": _INT.match,
         "float": lambda d: _FLOAT.match(d) or _INT.match(d),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
+from collections.abc import Iterable
+from typing import Any
 
-from ..errors import DiagnosticSink
+from ..errors import DiagnosticSink, OpgenError
+from .bench import build_bench
 from .expr import SAFE_BUILTINS, ExprProblem, check_expression
 from .fields import check_keys, shown, string_list, typed
 from .load import LoadedToml
@@ -22,7 +26,6 @@ from .model import (
     Ret,
 )
 from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
-from .bench import build_bench
 from .samples import build_test
 from .types import SUPPORTED_ARG_TYPES, SUPPORTED_RETURN_TYPES, default_problem, normalize_type
 
@@ -95,7 +98,7 @@ def _arg_name_ok(sink: DiagnosticSink, line: int, name: str) -> bool:
     return problem is None
 
 
-def _torchgen_parse(sink: DiagnosticSink, line: int, text: str):
+def _torchgen_parse(sink: DiagnosticSink, line: int, text: str) -> Any:
     from torchgen.model import FunctionSchema
 
     try:
@@ -109,7 +112,9 @@ def _torchgen_parse(sink: DiagnosticSink, line: int, text: str):
         return None
 
 
-def _parse_schema(sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: list[str]):
+def _parse_schema(
+    sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: list[str]
+) -> tuple[tuple[Arg, ...], tuple[Ret, ...]] | None:
     line = doc.line("schema")
     if not text.lstrip().startswith("("):
         sink.error(
@@ -243,7 +248,14 @@ def _formula_names(
     return names
 
 
-def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, ...]:
+def _build_grads(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    op_names: frozenset[str],
+) -> tuple[GradFormula, ...]:
     formulas: list[GradFormula] = []
     if table and not rets:
         sink.error(
@@ -314,10 +326,8 @@ def _build_grads(sink, doc, table, args, rets, op_names) -> tuple[GradFormula, .
     return tuple(formulas)
 
 
-def _uncalled_ops(tree, op_names: frozenset[str]) -> str | None:
+def _uncalled_ops(tree: ast.AST, op_names: frozenset[str]) -> str | None:
     """An op of the library used as a value rather than called (the rewrite to torch.ops needs a call)."""
-    import ast
-
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in op_names and id(node) not in called:
@@ -325,7 +335,14 @@ def _uncalled_ops(tree, op_names: frozenset[str]) -> str | None:
     return None
 
 
-def _check_exprs(sink, doc, texts, allowed, what, *path) -> list[str]:
+def _check_exprs(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    texts: Iterable[str],
+    allowed: set[str],
+    what: str,
+    *path: str,
+) -> list[str]:
     good: list[str] = []
     for text in texts:
         try:
@@ -337,7 +354,14 @@ def _check_exprs(sink, doc, texts, allowed, what, *path) -> list[str]:
     return good
 
 
-def _build_fake(sink, doc, table, args, rets, present: bool) -> FakeRule:
+def _build_fake(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    present: bool,
+) -> FakeRule:
     check_keys(sink, doc, table, _FAKE_KEYS, ("fake",))
     allowed = {a.name for a in args} | set(_EXPR_GLOBALS)
     checks = string_list(sink, doc, table["checks"], "fake", "checks") if "checks" in table else ()
@@ -386,7 +410,14 @@ def _build_fake(sink, doc, table, args, rets, present: bool) -> FakeRule:
     return rule
 
 
-def _choice(sink, doc, data, key, choices, default):
+def _choice(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    data: dict[str, Any],
+    key: str,
+    choices: tuple[str, ...],
+    default: str,
+) -> str:
     value = data.get(key, default)
     if value not in choices:
         sink.error(
@@ -410,7 +441,9 @@ def _name_problem(name: str, config: ProjectConfig) -> str | None:
     return None
 
 
-def _parse_name(sink, doc, name, config: ProjectConfig):
+def _parse_name(
+    sink: DiagnosticSink, doc: LoadedToml, name: str, config: ProjectConfig
+) -> tuple[str, str, str] | None:
     line = doc.line("name")
     example = f'name = "{config.namespace}::my_op" or "{config.namespace}::my_op.overload"'
     problem = _name_problem(name, config)
@@ -452,7 +485,9 @@ def _parse_name(sink, doc, name, config: ProjectConfig):
     return (namespace, op, overload) if ok else None
 
 
-def _top_level(sink, doc, data, config):
+def _top_level(
+    sink: DiagnosticSink, doc: LoadedToml, data: dict[str, Any], config: ProjectConfig
+) -> tuple[list[str], dict[str, Any]]:
     """Everything outside [grad], [fake] and [test]; problems go to `sink`."""
     mutates = data.get("mutates", [])
     if not isinstance(mutates, list) or not all(isinstance(m, str) for m in mutates):
@@ -475,7 +510,7 @@ def _top_level(sink, doc, data, config):
             'e.g. devices = ["cpu", "cuda"]',
         )
         devices = ["cpu"]
-    values = {
+    values: dict[str, Any] = {
         "devices": tuple(devices),
         "backend": _choice(sink, doc, data, "backend", BACKENDS, config.backend),
         "cpp_target": _choice(sink, doc, data, "cpp_target", CPP_TARGETS, config.cpp_target),
@@ -546,8 +581,8 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
             )
             value = {}
         tables[key] = value
-    if parsed is None:
-        sink.raise_if_any()  # a missing or failed schema always recorded why
+    if parsed is None:  # a missing or failed schema always recorded why
+        raise OpgenError(sink.items)
     args, rets = parsed
     if rets and "fake" not in data:
         first = next((a.name for a in args if a.is_tensor), "x")
@@ -571,7 +606,8 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
             "custom_op cannot define an overload",
             'set registration = "library" for this op, or drop the ".overload" from its name',
         )
-    sink.raise_if_any()
+    if sink.items or parsed_name is None:  # a bad name always recorded why
+        raise OpgenError(sink.items)
     namespace, name, overload = parsed_name
     return OpSpec(
         path=doc.path,

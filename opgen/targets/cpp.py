@@ -87,13 +87,12 @@ def cpp_op_artifacts(
     out = [Artifact(op_header(op.module), "cpp/op.h.j2", Owner.GENERATED, source, context)]
     if "cpu" in op.devices:
         body = starter(op) if fresh else None
+        lines = body.cpu if body else None
 
         def cpu_context() -> Context:
             return {**context(), "starter": None}
 
-        initial = (
-            (lambda: {**cpu_context(), "starter": list(body.cpu)}) if body and body.cpu else None
-        )
+        initial = (lambda: {**cpu_context(), "starter": list(lines)}) if lines else None
         out.append(
             Artifact(
                 files.kernels["cpu"],
@@ -116,7 +115,7 @@ def cpp_project_artifacts(
 ) -> list[Artifact]:
     """The library's registration sources, its loader and setup.py; `base` holds the `cpp` variables."""
     cpp_ops = [op for op in ops if op.backend == "cpp"]
-    items = [
+    items: list[tuple[str, str, Owner, str, dict[str, str]]] = [
         (REGISTRATION, "cpp/registration.cpp.j2", Owner.GENERATED, "//", {}),
         (f"{config.package}/_library.py", "package/_library.py.j2", Owner.GENERATED, "#", {}),
         ("setup.py", "package/setup.py.j2", Owner.USER, "#", {}),

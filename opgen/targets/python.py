@@ -41,9 +41,8 @@ def python_kernel_artifact(
         return {**base(), "header": header(source), "kernel_file": path, "starter": None}
 
     body = starter(op) if fresh else None
-    initial = (
-        (lambda: {**context(), "starter": list(body.python)}) if body and body.python else None
-    )
+    lines = body.python if body else None
+    initial = (lambda: {**context(), "starter": list(lines)}) if lines else None
     return Artifact(path, "python/kernel.py.j2", Owner.USER, source, context, initial)
 
 
