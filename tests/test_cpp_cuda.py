@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen.build import find_toolchain, plan_build, write_ninja
+from opgen.ninja import find_toolchain, plan_build, write_ninja
 from opgen.project import load_project
 
 from _cpp_support import opgen

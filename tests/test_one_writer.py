@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from opgen.build import BuildPlan, write_ninja
 from opgen.errors import OpgenError
 from opgen.generate import generate
 from opgen.new import new_op
+from opgen.ninja import BuildPlan, write_ninja
 from opgen.overrides import eject
 
 

@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import ast
-import functools
-import re
-from collections.abc import Iterable
 from typing import Any
 
 from ..errors import DiagnosticSink, OpgenError
 from .bench import build_bench
-from .expr import SAFE_BUILTINS, ExprProblem, check_expression
-from .fields import check_keys, shown, string_list, typed
+from .fields import check_keys, shown, typed
+from .formulas import EXPR_GLOBALS, build_fake, build_grads
 from .load import LoadedToml
 from .model import (
     BACKENDS,
     CPP_TARGETS,
     DEVICES,
     REGISTRATIONS,
-    Arg,
-    FakeRule,
-    GradFormula,
     OpSpec,
     ProjectConfig,
-    Ret,
 )
 from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .samples import build_test
-from .types import SUPPORTED_ARG_TYPES, SUPPORTED_RETURN_TYPES, default_problem, normalize_type
+from .schema import parse_schema
 
 __all__ = ["build_op_spec", "SPEC_KEYS"]
 
@@ -35,379 +27,7 @@ SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
     "cpp_target registration pybind bench".split()
 )
-_FAKE_KEYS = ("like", "expr", "checks")
-# Names generated Python or C++ code uses around the arguments (`std`, `at` and
-# `c10` are C++ namespaces a parameter of that name would hide).
-_RESERVED_ARG_NAMES = frozenset(
-    {
-        "grad",
-        "grads",
-        "result",
-        "torch",
-        "math",
-        "F",
-        "ctx",
-        "keyword_only_inputs",
-        "std",
-        "at",
-        "c10",
-    }
-)
-_EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
-_SCHEMA_PLACEHOLDER = "opgen_op"
-_SCHEMA_HINT = (
-    'write it in PyTorch\'s schema language, e.g. "(Tensor x, float alpha=1.0) -> Tensor"'
-)
 _NAME_HINT = "use a short snake_case identifier"
-
-
-def _schema_syntax_hint(text: str) -> str:
-    """A specific fix for the schema mistakes torchgen reports only vaguely."""
-    if "->" not in text:
-        return 'add the return type: "(Tensor x) -> Tensor", or "-> ()" when the op returns nothing'
-    args = text.split("->", 1)[0]
-    if args.count("(") != args.count(")"):
-        return "close the argument list: add ')' before '->'"
-    return _SCHEMA_HINT
-
-
-def _default_hint(type_text: str, name: str) -> str:
-    base = normalize_type(type_text).rstrip("?")
-    if base in ("Tensor", "Tensor[]"):
-        return f"tensors take no default except None: write Tensor? {name}=None"
-    if base.endswith("[]"):
-        return f"write a list, e.g. {name}=[0, 1]"
-    return {
-        "int": f"write an integer, e.g. {name}=1",
-        "SymInt": f"write an integer, e.g. {name}=1",
-        "float": f"write a number, e.g. {name}=1.0",
-        "Scalar": f"write a number, e.g. {name}=1",
-        "bool": f"write True or False, e.g. {name}=False",
-        "str": f"quote the string, e.g. {name}='mean'",
-    }.get(base, f"remove the default of {name!r}")
-
-
-def _arg_name_ok(sink: DiagnosticSink, line: int, name: str) -> bool:
-    problem = identifier_problem(name, "argument name")
-    if problem is None and name.startswith("_"):
-        problem = f"argument name {name!r} starts with an underscore, which opgen keeps for generated locals"
-    if problem is None and name in _RESERVED_ARG_NAMES:
-        problem = f"argument name {name!r} is reserved: the generated code uses it"
-    if problem:
-        sink.error(line, problem, "rename the argument (a short snake_case name)")
-    return problem is None
-
-
-def _torchgen_parse(sink: DiagnosticSink, line: int, text: str) -> Any:
-    from torchgen.model import FunctionSchema
-
-    try:
-        return FunctionSchema.parse(_SCHEMA_PLACEHOLDER + text.strip())
-    except BaseException as exc:  # torchgen reports with assert and RuntimeError alike
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        message = " ".join(str(exc).replace(_SCHEMA_PLACEHOLDER, "").split()) or type(exc).__name__
-        message = message if len(message) <= 200 else message[:197] + "..."
-        sink.error(line, f"invalid schema: {message}", _schema_syntax_hint(text))
-        return None
-
-
-def _parse_schema(
-    sink: DiagnosticSink, doc: LoadedToml, text: str, mutates: list[str]
-) -> tuple[tuple[Arg, ...], tuple[Ret, ...]] | None:
-    line = doc.line("schema")
-    if not text.lstrip().startswith("("):
-        sink.error(
-            line,
-            f"schema {shown(text)} must start with the argument list",
-            'write it as "(Tensor x) -> Tensor", without the op name',
-        )
-        return None
-    if any(ord(c) < 32 or c == "\x7f" for c in text):
-        sink.error(
-            line,
-            "schema contains control characters (a newline or tab)",
-            "write the schema on one line, with spaces only",
-        )
-        return None
-    if "->" in text and re.search(r"Tensor\s*\(", text.rsplit("->", 1)[1]):
-        sink.error(
-            line,
-            "returns cannot carry alias annotations",
-            "return a new tensor, or return () and mutate an argument",
-        )
-        return None
-    schema = _torchgen_parse(sink, line, text)
-    if schema is None:
-        return None
-    args: list[Arg] = []
-    ok = True
-    positional = {a.name for a in schema.arguments.flat_positional}
-    seen: set[str] = set()
-    for a in schema.arguments.flat_all:
-        ok = _arg_name_ok(sink, line, a.name) and ok
-        if a.name in seen:
-            sink.error(
-                line,
-                f"argument {a.name!r} appears twice in the schema",
-                "give each argument its own name",
-            )
-            ok = False
-        seen.add(a.name)
-        type_text = normalize_type(str(a.type))
-        if type_text not in SUPPORTED_ARG_TYPES:
-            sink.error(
-                line,
-                f"argument {a.name!r} has unsupported type {type_text}",
-                f"supported: {', '.join(sorted(SUPPORTED_ARG_TYPES))}",
-            )
-            ok = False
-        if a.annotation is not None and not a.annotation.is_write:
-            sink.error(
-                line,
-                f"argument {a.name!r} has a read-only alias annotation",
-                "custom ops cannot return views; remove the annotation",
-            )
-            ok = False
-        if a.annotation is not None and a.annotation.is_write and a.name not in mutates:
-            sink.error(
-                line,
-                f"argument {a.name!r} is annotated as mutated but is not in `mutates`",
-                f'add it: mutates = ["{a.name}"], or remove the (a!) annotation',
-            )
-            ok = False
-        if a.default is not None and type_text in SUPPORTED_ARG_TYPES:
-            problem = default_problem(type_text, a.default)
-            if problem:
-                hint = _default_hint(type_text, a.name)
-                if a.default == "None":
-                    hint = f"make the type optional ({type_text}? {a.name}=None) or give a {type_text} default"
-                sink.error(line, f"argument {a.name!r}: {problem}", hint)
-                ok = False
-        if a.name not in positional and type_text.startswith("Tensor"):
-            sink.error(
-                line,
-                f"tensor argument {a.name!r} is keyword-only",
-                "custom ops take tensors as positional arguments: move it before the `*`",
-            )
-            ok = False
-        args.append(
-            Arg(a.name, str(a.type), a.default, a.name not in positional, a.name in mutates)
-        )
-    rets: list[Ret] = []
-    for r in schema.returns:
-        if r.annotation is not None:
-            sink.error(
-                line,
-                "returns cannot carry alias annotations",
-                "return a new tensor, or return () and mutate an argument",
-            )
-            ok = False
-        if str(r.type) not in SUPPORTED_RETURN_TYPES:
-            sink.error(
-                line,
-                f"return type {r.type} is not supported",
-                "return Tensor, Tensor[] or a tuple of Tensors; pass other values back as tensors",
-            )
-            ok = False
-        if r.name is not None and not _arg_name_ok(sink, line, r.name):
-            ok = False
-        rets.append(Ret(r.name, str(r.type)))
-    # A bad `mutates` entry is recorded but does not stop the checks of the
-    # formulas, fake rule and samples, which depend only on the schema.
-    for name in mutates:
-        arg = next((a for a in args if a.name == name), None)
-        if arg is None:
-            sink.error(
-                doc.line("mutates"),
-                f"mutated argument {name!r} is not in the schema",
-                f"arguments: {', '.join(a.name for a in args) or 'none'}",
-            )
-        elif not (arg.is_tensor or arg.is_tensor_list):
-            sink.error(
-                doc.line("mutates"),
-                f"mutated argument {name!r} has type {arg.type}, not Tensor",
-                f"only tensors can be mutated: remove {name!r} from mutates",
-            )
-    return (tuple(args), tuple(rets)) if ok else None
-
-
-@functools.lru_cache(maxsize=4)
-def _callable_ops(op_names: frozenset[str]) -> frozenset[str]:
-    """The project's ops a formula may call by name (computed once per project, not per op)."""
-    return frozenset(n for n in op_names if identifier_problem(n, "op name") is None)
-
-
-def _formula_names(
-    args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]
-) -> set[str]:
-    names = {a.name for a in args} | set(_EXPR_GLOBALS) | _callable_ops(op_names) | {"grads"}
-    if len(rets) == 1:
-        names |= {"grad", "result"}
-    names |= {f"result{i}" for i in range(len(rets))}
-    return names
-
-
-def _build_grads(
-    sink: DiagnosticSink,
-    doc: LoadedToml,
-    table: dict[str, Any],
-    args: tuple[Arg, ...],
-    rets: tuple[Ret, ...],
-    op_names: frozenset[str],
-) -> tuple[GradFormula, ...]:
-    formulas: list[GradFormula] = []
-    if table and not rets:
-        sink.error(
-            doc.line("grad"),
-            "this op returns nothing, so it has no gradients",
-            "remove the [grad] table",
-        )
-        return ()
-    if table and any(a.mutated for a in args):
-        # torch registers autograd only for functional ops.
-        sink.error(
-            doc.line("grad"),
-            "this op mutates an argument, and PyTorch has no autograd for mutating custom ops",
-            "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)",
-        )
-        return ()
-    allowed = _formula_names(args, rets, op_names)
-    inputs = {a.name for a in args}
-    taken: set[str] = set()
-    by_name = {a.name: a for a in args}
-    for key, expr in table.items():
-        line = doc.line("grad", key)
-        targets = tuple(t.strip() for t in key.split(","))
-        for target in targets:
-            arg = by_name.get(target)
-            if arg is None:
-                sink.error(
-                    line,
-                    f"gradient for unknown input {target!r}",
-                    f"inputs: {', '.join(by_name) or 'none'}",
-                )
-            elif not arg.differentiable:
-                sink.error(
-                    line,
-                    f"input {target!r} is a {arg.type}, not a tensor: it has no gradient",
-                    "remove this formula",
-                )
-            elif arg.mutated:
-                sink.error(
-                    line,
-                    f"input {target!r} is mutated; gradients through mutated inputs are not supported",
-                    "remove this formula",
-                )
-            elif target in taken:
-                sink.error(line, f"input {target!r} has two gradient formulas", "keep one")
-            taken.add(target)
-        if not isinstance(expr, str):
-            sink.error(
-                line,
-                f"gradient formula for {key!r} must be a string, not {shown(expr)}",
-                f'e.g. {targets[0] or "x"} = "grad * x.cos()"',
-            )
-            continue
-        try:
-            tree = check_expression(expr, allowed, f"gradient formula for {key!r}")
-        except ExprProblem as exc:
-            sink.error(line, exc.message, exc.hint)
-            continue
-        uncalled = _uncalled_ops(tree, _callable_ops(op_names) - inputs)
-        if uncalled:
-            sink.error(
-                line,
-                f"gradient formula for {key!r} names the op {uncalled!r} without calling it",
-                f"call it, e.g. {uncalled}(grad, ...)",
-            )
-            continue
-        formulas.append(GradFormula(targets, expr.strip(), line))
-    return tuple(formulas)
-
-
-def _uncalled_ops(tree: ast.AST, op_names: frozenset[str]) -> str | None:
-    """An op of the library used as a value rather than called (the rewrite to torch.ops needs a call)."""
-    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in op_names and id(node) not in called:
-            return node.id
-    return None
-
-
-def _check_exprs(
-    sink: DiagnosticSink,
-    doc: LoadedToml,
-    texts: Iterable[str],
-    allowed: set[str],
-    what: str,
-    *path: str,
-) -> list[str]:
-    good: list[str] = []
-    for text in texts:
-        try:
-            check_expression(text, allowed, what)
-        except ExprProblem as exc:
-            sink.error(doc.line(*path), exc.message, exc.hint)
-            continue
-        good.append(text.strip())
-    return good
-
-
-def _build_fake(
-    sink: DiagnosticSink,
-    doc: LoadedToml,
-    table: dict[str, Any],
-    args: tuple[Arg, ...],
-    rets: tuple[Ret, ...],
-    present: bool,
-) -> FakeRule:
-    check_keys(sink, doc, table, _FAKE_KEYS, ("fake",))
-    allowed = {a.name for a in args} | set(_EXPR_GLOBALS)
-    checks = string_list(sink, doc, table["checks"], "fake", "checks") if "checks" in table else ()
-    checks = tuple(_check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks"))
-    if not rets:
-        if "like" in table or "expr" in table:
-            sink.error(
-                doc.line("fake"),
-                "this op returns nothing; its fake kernel needs no output rule",
-                "remove fake.like / fake.expr",
-            )
-        return FakeRule(checks=checks)
-    if not present:
-        return FakeRule()  # reported once, as the missing [fake] table
-    if ("like" in table) == ("expr" in table):
-        sink.error(
-            doc.line("fake"),
-            "the fake kernel needs exactly one of fake.like or fake.expr",
-            'e.g. like = "x" (output shaped like x) or expr = "x.new_empty(x.shape[0], w.shape[1])"',
-        )
-        return FakeRule()
-    if "like" in table:
-        like = string_list(sink, doc, table["like"], "fake", "like") or ()
-        tensors = [a.name for a in args if a.is_tensor]
-        for name in like:
-            if name not in tensors:
-                sink.error(
-                    doc.line("fake", "like"),
-                    f"fake.like names {shown(name)}, which is not a tensor input",
-                    f"tensor inputs: {', '.join(tensors) or 'none'}",
-                )
-        rule = FakeRule(like=like, checks=checks)
-    else:
-        exprs = string_list(sink, doc, table["expr"], "fake", "expr") or ()
-        good = _check_exprs(sink, doc, exprs, allowed, "fake.expr", "fake", "expr")
-        if len(good) != len(exprs):
-            return FakeRule()
-        rule = FakeRule(expr=tuple(good), checks=checks)
-    count = len(rule.like or rule.expr)
-    if count and count != len(rets):
-        sink.error(
-            doc.line("fake"),
-            f"the fake rule gives {count} output(s) but the schema returns {len(rets)}",
-            "give one rule per return, as a list",
-        )
-    return rule
 
 
 def _choice(
@@ -569,7 +189,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     mutates, values = _top_level(sink, doc, data, config)
     parsed = None
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
-        parsed = _parse_schema(sink, doc, data["schema"], mutates)
+        parsed = parse_schema(sink, doc, data["schema"], mutates)
     tables = {}
     for key in ("grad", "fake", "test", "bench"):
         value = data.get(key, {})
@@ -591,10 +211,10 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
             "missing required [fake] table: torch.compile needs the output rule",
             f'add\n[fake]\nlike = "{first}"   # or expr = "{first}.new_empty(...)"',
         )
-    grads = _build_grads(sink, doc, tables["grad"], args, rets, op_names)
-    fake = _build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
-    test = build_test(sink, doc, tables["test"], args, _EXPR_GLOBALS)
-    bench = build_bench(sink, doc, tables["bench"], args, _EXPR_GLOBALS)
+    grads = build_grads(sink, doc, tables["grad"], args, rets, op_names)
+    fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
+    test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
+    bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
     if (
         parsed_name is not None
         and parsed_name[2]

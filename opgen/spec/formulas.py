@@ -1,0 +1,199 @@
+"""The `[grad]` and `[fake]` tables of a spec: gradient formulas and the fake kernel's output rule."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import DiagnosticSink
+from .expr import SAFE_BUILTINS, ExprProblem, check_expression
+from .fields import check_keys, shown, string_list
+from .load import LoadedToml
+from .model import Arg, FakeRule, GradFormula, Ret
+from .names import identifier_problem
+
+__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs"]
+
+# the names every spec expression may use besides the op's arguments
+EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
+_FAKE_KEYS = ("like", "expr", "checks")
+
+
+@functools.lru_cache(maxsize=4)
+def _callable_ops(op_names: frozenset[str]) -> frozenset[str]:
+    """The project's ops a formula may call by name (computed once per project, not per op)."""
+    return frozenset(n for n in op_names if identifier_problem(n, "op name") is None)
+
+
+def _formula_names(
+    args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]
+) -> set[str]:
+    names = {a.name for a in args} | set(EXPR_GLOBALS) | _callable_ops(op_names) | {"grads"}
+    if len(rets) == 1:
+        names |= {"grad", "result"}
+    names |= {f"result{i}" for i in range(len(rets))}
+    return names
+
+
+def build_grads(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    op_names: frozenset[str],
+) -> tuple[GradFormula, ...]:
+    formulas: list[GradFormula] = []
+    if table and not rets:
+        sink.error(
+            doc.line("grad"),
+            "this op returns nothing, so it has no gradients",
+            "remove the [grad] table",
+        )
+        return ()
+    if table and any(a.mutated for a in args):
+        # torch registers autograd only for functional ops.
+        sink.error(
+            doc.line("grad"),
+            "this op mutates an argument, and PyTorch has no autograd for mutating custom ops",
+            "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)",
+        )
+        return ()
+    allowed = _formula_names(args, rets, op_names)
+    inputs = {a.name for a in args}
+    taken: set[str] = set()
+    by_name = {a.name: a for a in args}
+    for key, expr in table.items():
+        line = doc.line("grad", key)
+        targets = tuple(t.strip() for t in key.split(","))
+        for target in targets:
+            arg = by_name.get(target)
+            if arg is None:
+                sink.error(
+                    line,
+                    f"gradient for unknown input {target!r}",
+                    f"inputs: {', '.join(by_name) or 'none'}",
+                )
+            elif not arg.differentiable:
+                sink.error(
+                    line,
+                    f"input {target!r} is a {arg.type}, not a tensor: it has no gradient",
+                    "remove this formula",
+                )
+            elif arg.mutated:
+                sink.error(
+                    line,
+                    f"input {target!r} is mutated; gradients through mutated inputs are not supported",
+                    "remove this formula",
+                )
+            elif target in taken:
+                sink.error(line, f"input {target!r} has two gradient formulas", "keep one")
+            taken.add(target)
+        if not isinstance(expr, str):
+            sink.error(
+                line,
+                f"gradient formula for {key!r} must be a string, not {shown(expr)}",
+                f'e.g. {targets[0] or "x"} = "grad * x.cos()"',
+            )
+            continue
+        try:
+            tree = check_expression(expr, allowed, f"gradient formula for {key!r}")
+        except ExprProblem as exc:
+            sink.error(line, exc.message, exc.hint)
+            continue
+        uncalled = _uncalled_ops(tree, _callable_ops(op_names) - inputs)
+        if uncalled:
+            sink.error(
+                line,
+                f"gradient formula for {key!r} names the op {uncalled!r} without calling it",
+                f"call it, e.g. {uncalled}(grad, ...)",
+            )
+            continue
+        formulas.append(GradFormula(targets, expr.strip(), line))
+    return tuple(formulas)
+
+
+def _uncalled_ops(tree: ast.AST, op_names: frozenset[str]) -> str | None:
+    """An op of the library used as a value rather than called (the rewrite to torch.ops needs a call)."""
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in op_names and id(node) not in called:
+            return node.id
+    return None
+
+
+def check_exprs(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    texts: Iterable[str],
+    allowed: set[str],
+    what: str,
+    *path: str,
+) -> list[str]:
+    good: list[str] = []
+    for text in texts:
+        try:
+            check_expression(text, allowed, what)
+        except ExprProblem as exc:
+            sink.error(doc.line(*path), exc.message, exc.hint)
+            continue
+        good.append(text.strip())
+    return good
+
+
+def build_fake(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    table: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    present: bool,
+) -> FakeRule:
+    check_keys(sink, doc, table, _FAKE_KEYS, ("fake",))
+    allowed = {a.name for a in args} | set(EXPR_GLOBALS)
+    checks = string_list(sink, doc, table["checks"], "fake", "checks") if "checks" in table else ()
+    checks = tuple(check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks"))
+    if not rets:
+        if "like" in table or "expr" in table:
+            sink.error(
+                doc.line("fake"),
+                "this op returns nothing; its fake kernel needs no output rule",
+                "remove fake.like / fake.expr",
+            )
+        return FakeRule(checks=checks)
+    if not present:
+        return FakeRule()  # reported once, as the missing [fake] table
+    if ("like" in table) == ("expr" in table):
+        sink.error(
+            doc.line("fake"),
+            "the fake kernel needs exactly one of fake.like or fake.expr",
+            'e.g. like = "x" (output shaped like x) or expr = "x.new_empty(x.shape[0], w.shape[1])"',
+        )
+        return FakeRule()
+    if "like" in table:
+        like = string_list(sink, doc, table["like"], "fake", "like") or ()
+        tensors = [a.name for a in args if a.is_tensor]
+        for name in like:
+            if name not in tensors:
+                sink.error(
+                    doc.line("fake", "like"),
+                    f"fake.like names {shown(name)}, which is not a tensor input",
+                    f"tensor inputs: {', '.join(tensors) or 'none'}",
+                )
+        rule = FakeRule(like=like, checks=checks)
+    else:
+        exprs = string_list(sink, doc, table["expr"], "fake", "expr") or ()
+        good = check_exprs(sink, doc, exprs, allowed, "fake.expr", "fake", "expr")
+        if len(good) != len(exprs):
+            return FakeRule()
+        rule = FakeRule(expr=tuple(good), checks=checks)
+    count = len(rule.like or rule.expr)
+    if count and count != len(rets):
+        sink.error(
+            doc.line("fake"),
+            f"the fake rule gives {count} output(s) but the schema returns {len(rets)}",
+            "give one rule per return, as a list",
+        )
+    return rule
