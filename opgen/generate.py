@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import __version__
 from .changes import Action, Change, summarize
+from .errors import Diagnostic
 from .format import format_python
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
@@ -29,6 +30,9 @@ class GenerateResult:
     changes: list[Change]
     written: bool
     warnings: list[str] = field(default_factory=list)
+    # warnings about the specs (file:line, message, hint), and the root they are relative to
+    spec_warnings: list[Diagnostic] = field(default_factory=list)
+    root: Path | None = None
 
     def counts(self) -> Counter[Action]:
         """How many files each action touched."""
@@ -133,18 +137,22 @@ def generate(
     files = ProjectFiles(project.root)
     folder = templates or project.config.templates
     warnings = override_warnings(files.root, folder)
+
+    def result(changes: list[Change], written: bool) -> GenerateResult:
+        return GenerateResult(changes, written, warnings, list(project.warnings), project.root)
+
     manifest = Manifest.load(files.root)
     rendered = render_all(project, manifest, folder, frozenset(sources))
     changes = plan_changes(files, rendered, manifest, force, sources)
     if check or dry_run or any(c.action is Action.EDITED for c in changes):
-        return GenerateResult(changes, written=False, warnings=warnings)
+        return result(changes, written=False)
     if not needs_writing(files, changes, manifest):
-        return GenerateResult(changes, written=True, warnings=warnings)
+        return result(changes, written=True)
     with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
         manifest = Manifest.load(files.root)
         changes = plan_changes(files, rendered, manifest, force, sources)
         if any(c.action is Action.EDITED for c in changes):
-            return GenerateResult(changes, written=False, warnings=warnings)
+            return result(changes, written=False)
         apply_changes(files, changes, manifest)
-    return GenerateResult(changes, written=True, warnings=warnings)
+    return result(changes, written=True)

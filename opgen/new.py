@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import Diagnostic
 from .generate import GenerateResult, generate
 from .scaffold import compose_new_op
 
@@ -38,4 +39,19 @@ def new_op(
     OpgenError with every problem found.
     """
     plan = compose_new_op(cwd.resolve(), qualname, schema, backend, devices)
-    return NewResult(plan.root, plan.spec, plan.backend, generate(plan.root, sources=plan.sources))
+    result = generate(plan.root, sources=plan.sources)
+    if plan.int_arguments:
+        # The schema is the user's: say what SymInt would change, never rewrite it.
+        names = ", ".join(plan.int_arguments)
+        result.spec_warnings.append(
+            Diagnostic(
+                plan.root / plan.spec,
+                plan.sources[plan.spec].count("\n", 0, plan.sources[plan.spec].index("schema")) + 1,
+                f"{names}: an int argument that sets an output size makes torch.compile(dynamic=True) "
+                "compile again for every new value, and torch.export specialize it",
+                "if it is a size, declare it SymInt in the schema (the kernel still receives an "
+                "integer); the generated dynamic-shape test fails while it recompiles",
+                level="warning",
+            )
+        )
+    return NewResult(plan.root, plan.spec, plan.backend, result)

@@ -14,6 +14,7 @@ from .spec.config import CONFIG_FILE, build_config
 from .spec.load import load_toml
 from .spec.model import OpSpec, ProjectConfig
 from .spec.validate import build_op_spec
+from .spec.warnings import spec_warnings
 
 __all__ = ["Project", "find_root", "load_project", "OPS_DIR"]
 
@@ -26,6 +27,7 @@ class Project:
 
     config: ProjectConfig
     ops: tuple[OpSpec, ...]
+    warnings: tuple[Diagnostic, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -136,11 +138,12 @@ def load_project(root: Path, sources: Mapping[str, str] | None = None) -> Projec
             ops.append(build_op_spec(doc, config, op_names))  # type: ignore[arg-type]
         except OpgenError as exc:
             problems.extend(exc.diagnostics)
-    problems.extend(project_problems(root, ops, config.cpp_target))
+    problems.extend(project_problems(root, ops, config.cpp_target, config.torch_target_version))
     if problems:
         # one block per file, each file's problems in the order found
         raise OpgenError(sorted(problems, key=lambda d: str(d.path or "")))
-    return Project(config, tuple(ops))
+    warnings = tuple(w for op in ops for w in spec_warnings(op))
+    return Project(config, tuple(ops), warnings)
 
 
 def _declared_name(data: dict) -> str | None:

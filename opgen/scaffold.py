@@ -45,9 +45,13 @@ Elementwise sine: a working starting point. Change the schema, the kernel in
 \"\"\"
 devices = {devices}
 backend = "{backend}"
+vmap = "elementwise"     # torch.vmap: one call on the whole batch
 
 [grad]
 x = "grad * x.cos()"
+
+[jvp]
+auto_element_wise = true  # forward mode: the [grad] formula with grad -> x_t
 
 [fake]
 like = "x"
@@ -74,9 +78,12 @@ TODO: describe {qualname}.
 \"\"\"
 devices = {devices}
 backend = "{backend}"
-{mutates}
+{mutates}{vmap}
 # [grad]
 # x = "grad * ..."        # one formula per differentiable input
+
+# [jvp]
+# result = "x_t * ..."    # forward mode (torch.func.jvp), with x_t the tangent of x
 
 {fake}
 [test]
@@ -102,6 +109,19 @@ _SAMPLE_VALUES = {
     "float[]": "[0.5, 1.5]",
     "bool[]": "[true, false]",
 }
+
+
+def _int_arguments(schema: str) -> tuple[str, ...]:
+    """The `int`/`int[]` arguments of a schema `_custom_spec` accepted."""
+    from torchgen.model import FunctionSchema
+
+    from .spec.types import normalize_type
+    from .spec.warnings import SIZE_INT_TYPES
+
+    parsed = FunctionSchema.parse("opgen_op" + schema)
+    return tuple(
+        a.name for a in parsed.arguments.flat_all if normalize_type(str(a.type)) in SIZE_INT_TYPES
+    )
 
 
 def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
@@ -145,6 +165,11 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         devices=_toml_list(devices),
         backend=backend,
         mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
+        vmap=(
+            ""
+            if mutated or not parsed.returns
+            else '# vmap = "elementwise"   # the torch.vmap rule: elementwise, leading, custom or loop (the default)\n'
+        ),
         fake=fake,
         sample=sample or "# name = value  # one entry per argument",
     )
@@ -186,6 +211,7 @@ class NewOp:
     spec: str  # the spec's path, project-relative
     backend: str
     sources: dict[str, str]
+    int_arguments: tuple[str, ...] = ()  # `int` and `int[]` arguments of a given schema
 
 
 def compose_new_op(
@@ -250,7 +276,8 @@ def compose_new_op(
         sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(
             namespace=namespace, package=package, backend=backend
         )
-    return NewOp(root, spec, backend, sources)
+    ints = _int_arguments(schema.strip()) if schema and schema.strip() != DEFAULT_SCHEMA else ()
+    return NewOp(root, spec, backend, sources, ints)
 
 
 def _toml_list(items: list[str]) -> str:

@@ -24,6 +24,7 @@ def simple_op(
     mutates: list[str] | None = None,
     fake: str = 'like = "x"',
     sample: str = "x = {shape = [2]}",
+    jvp: dict[str, object] | None = None,
 ) -> OpSpec:
     lines = ['name = "mylib::foo"', f"schema = {schema!r}".replace("'", '"') if '"' not in schema else f"schema = '{schema}'"]
     if mutates:
@@ -31,5 +32,8 @@ def simple_op(
     if grad:
         lines.append("[grad]")
         lines += [f'"{k}" = "{v}"' for k, v in grad.items()]
+    if jvp:
+        lines.append("[jvp]")
+        lines += [f"{k} = {'true' if v is True else repr(v)}".replace("'", '"') for k, v in jvp.items()]
     lines += ["[fake]", fake, "[test]", "[[test.samples]]", sample]
     return op_from_toml("\n".join(lines) + "\n")

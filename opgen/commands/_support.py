@@ -58,6 +58,8 @@ def report(result: GenerateResult, check: bool = False, dry_run: bool = False) -
         (err if change.action.to_stderr else typer.echo)(line)
     for warning in result.warnings:
         err(f"warning: {warning}")
+    for diagnostic in result.spec_warnings:
+        err(diagnostic.format(result.root))
     if result.stopped and not (check or dry_run):
         err("error: nothing was written: a generated file was edited by hand (see above)")
     typer.echo(f"opgen: {result.summary()}")

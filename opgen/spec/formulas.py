@@ -14,7 +14,7 @@ from .load import LoadedToml
 from .model import Arg, FakeRule, GradFormula, Ret
 from .names import identifier_problem
 
-__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs"]
+__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs", "callable_ops"]
 
 # the names every spec expression may use besides the op's arguments
 EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
@@ -22,7 +22,7 @@ _FAKE_KEYS = ("like", "expr", "checks")
 
 
 @functools.lru_cache(maxsize=4)
-def _callable_ops(op_names: frozenset[str]) -> frozenset[str]:
+def callable_ops(op_names: frozenset[str]) -> frozenset[str]:
     """The project's ops a formula may call by name (computed once per project, not per op)."""
     return frozenset(n for n in op_names if identifier_problem(n, "op name") is None)
 
@@ -30,7 +30,7 @@ def _callable_ops(op_names: frozenset[str]) -> frozenset[str]:
 def _formula_names(
     args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]
 ) -> set[str]:
-    names = {a.name for a in args} | set(EXPR_GLOBALS) | _callable_ops(op_names) | {"grads"}
+    names = {a.name for a in args} | set(EXPR_GLOBALS) | callable_ops(op_names) | {"grads"}
     if len(rets) == 1:
         names |= {"grad", "result"}
     names |= {f"result{i}" for i in range(len(rets))}
@@ -103,7 +103,7 @@ def build_grads(
         except ExprProblem as exc:
             sink.error(line, exc.message, exc.hint)
             continue
-        uncalled = _uncalled_ops(tree, _callable_ops(op_names) - inputs)
+        uncalled = _uncalled_ops(tree, callable_ops(op_names) - inputs)
         if uncalled:
             sink.error(
                 line,

@@ -17,6 +17,7 @@ __all__ = [
     "Ret",
     "GradFormula",
     "FakeRule",
+    "JvpRule",
     "TensorSample",
     "Sample",
     "TestSpec",
@@ -27,12 +28,15 @@ __all__ = [
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
+    "VMAP_RULES",
 ]
 
 BACKENDS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
 CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
+# Note [Batching rules] in opgen/api/transforms.py says what each rule does.
+VMAP_RULES = ("elementwise", "leading", "custom", "loop", "none")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,25 @@ class FakeRule:
     like: tuple[str, ...] = ()
     expr: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JvpRule:
+    """The `[jvp]` table as written: forward-mode formulas (derivatives.yaml's `result:`).
+
+    `auto` is "auto_element_wise" (the [grad] formulas with the incoming
+    gradient replaced by each input's tangent, summed) or "auto_linear" (the
+    op applied to the tangents); otherwise `result` holds one expression per
+    return, or one expression returning all of them as a tuple.
+    """
+
+    auto: str | None = None
+    result: tuple[str, ...] = ()
+    line: int = 0
+
+    @property
+    def present(self) -> bool:
+        return self.auto is not None or bool(self.result)
 
 
 @dataclass(frozen=True)
@@ -163,6 +186,11 @@ class OpSpec:
     registration: str = "custom_op"
     pybind: bool = False
     bench: BenchSpec = BenchSpec()
+    jvp: JvpRule = JvpRule()
+    vmap: str = "loop"
+    vmap_leading: tuple[str, ...] = ()
+    autocast: tuple[tuple[str, str], ...] = ()  # (device, dtype), in the spec's order
+    tags: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -20,12 +20,13 @@ from .model import (
 from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .samples import build_test
 from .schema import parse_schema
+from .transforms import build_autocast, build_jvp, build_tags, build_vmap
 
 __all__ = ["build_op_spec", "SPEC_KEYS"]
 
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
-    "cpp_target registration pybind bench".split()
+    "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
 
@@ -191,7 +192,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
         parsed = parse_schema(sink, doc, data["schema"], mutates)
     tables = {}
-    for key in ("grad", "fake", "test", "bench"):
+    for key in ("grad", "fake", "test", "bench", "jvp"):
         value = data.get(key, {})
         if not isinstance(value, dict):
             sink.error(
@@ -215,6 +216,10 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
+    jvp = build_jvp(sink, doc, tables["jvp"], args, rets, grads, op_names)
+    vmap, vmap_leading = build_vmap(sink, doc, data, args, rets)
+    autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
+    tags = build_tags(sink, doc, data.get("tags"))
     if (
         parsed_name is not None
         and parsed_name[2]
@@ -240,6 +245,11 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         fake=fake,
         test=test,
         bench=bench,
+        jvp=jvp,
+        vmap=vmap,
+        vmap_leading=vmap_leading,
+        autocast=autocast,
+        tags=tags,
         lines=dict(doc.lines),
         **values,
     )
