@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .api.cpp import target_version_hex
-from .api.fastpath import refuses_backward_in_cpp
+from .api.fastpath import cpp_autograd
 from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .project import Project
@@ -210,7 +210,7 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         "",
     ]
     cpp_sources = [REGISTRATION]
-    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
+    if any(cpp_autograd(op) for op in cpp_ops):  # Note [Backward refusal]
         cpp_sources.append(AUTOGRAD_REGISTRATION)
     orphans: list[str] = []
     if "cpu" in devices:

@@ -1,5 +1,6 @@
 """Note [Autograd fast path]: the generated wrapper skips the Python autograd kernel
-only when nothing needs it; gradients, torch.func and torch.compile still work."""
+only when nothing needs it; gradients, forward mode, torch.func and torch.compile still work,
+and the raw torch.ops handle refuses torch.func with a clear error (Note [Keyset Autograd kernel])."""
 
 from __future__ import annotations
 
@@ -27,15 +28,20 @@ _SCRIPT = textwrap.dedent(
     with torch.no_grad():
         assert not foo(xg).requires_grad
 
-    def outcome(fn):
-        try:
-            return fn()
-        except RuntimeError as exc:  # the same refusal as the raw op, if torch refuses
-            return str(exc)
+    import torch.autograd.forward_ad as fwAD
 
-    for transform in (lambda f: torch.func.grad(lambda t: f(t).sum())(x), lambda f: torch.vmap(f)(x)):
-        ours, raw = outcome(lambda: transform(foo)), outcome(lambda: transform(module._handle))
-        assert type(ours) is type(raw) and (ours == raw if isinstance(raw, str) else torch.allclose(ours, raw))
+    assert torch.allclose(torch.func.grad(lambda t: foo(t).sum())(x), x.cos())
+    assert torch.allclose(torch.func.jvp(foo, (x,), (torch.ones_like(x),))[1], x.cos())
+    assert torch.allclose(torch.vmap(foo)(x), torch.vmap(module._handle)(x))
+    for transform in (torch.func.grad, lambda f: lambda t: torch.func.jvp(f, (t,), (t,))[1]):
+        try:
+            transform(lambda t: module._handle(t).sum())(x)
+            raise AssertionError("torch.func through the raw handle did not raise")
+        except RuntimeError as exc:
+            assert "call mylib.foo(...) eagerly instead" in str(exc), exc
+    with fwAD.dual_level():  # forward mode through the raw handle: the kernel applies the Function
+        tangent = fwAD.unpack_dual(module._handle(fwAD.make_dual(x, torch.ones_like(x)))).tangent
+        assert torch.allclose(tangent, x.cos())
     compiled = torch.compile(foo, fullgraph=True, backend="aot_eager")
     assert torch.allclose(compiled(xg), x.sin()) and compiled(xg).requires_grad
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opgen.api import python as py
-from opgen.api.autograd import plan_autograd
+from opgen.api.autograd import plan_function
 
 from _specs import simple_op
 
@@ -51,15 +51,16 @@ def test_docstring_cannot_be_closed_early():
     assert eval(text) == 'ends with """ and a \\ and " '
 
 
-def _plan(schema, grad, sample=TWO):
-    return plan_autograd(simple_op(schema, grad=grad, sample=sample))
+def _plan(schema, grad, sample=TWO, jvp=None):
+    op = simple_op(schema, grad=grad, sample=sample, jvp=jvp)
+    return plan_function(op, {"foo": "foo"})
 
 
 def test_saves_only_shapes_when_only_shapes_are_used():
     plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad.sum_to_size(x.shape)", "w": "grad.sum_to_size(w.shape)"})
     assert "ctx._x_shape = x.shape" in plan.setup_lines
     assert "ctx._w_shape = w.shape" in plan.setup_lines
-    assert not any("save_for_backward" in line for line in plan.setup_lines)
+    assert not any("save_for" in line for line in plan.setup_lines)
     assert "_grad_x = grad.sum_to_size(_x_shape)" in "\n".join(plan.backward_lines)
 
 
@@ -89,28 +90,76 @@ def test_formulas_run_only_when_needed():
     assert "_grad_x, _grad_w = (grad * w, grad * x)" in body
 
 
-def test_kwarg_only_inputs_come_from_keyword_only_inputs():
+def test_kwarg_only_inputs_are_inputs_of_the_function():
+    """The Function takes every argument positionally; the op gets keyword-only ones by keyword."""
     plan = _plan("(Tensor x, *, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
-    assert plan.setup_params == "ctx, inputs, output, keyword_only_inputs"
-    assert "alpha = keyword_only_inputs['alpha']" in plan.setup_lines
+    assert plan.forward_params == "x, alpha"
+    assert plan.forward_lines == ("return _below_autograd(_call, x, alpha=alpha)",)
+    assert plan.setup_lines[:2] == ("x, alpha = inputs", "ctx._alpha = alpha")
 
 
-def test_needs_input_grad_is_padded_for_stripped_defaults():
-    plan = _plan("(Tensor x, Tensor? b=None) -> Tensor", {"b": "grad"}, "x = {shape = [2]}")
-    assert "_needs = (*ctx.needs_input_grad, *(False,) * 2)" in plan.backward_lines
-    assert "if _needs[1]:" in plan.backward_lines
-
-
-def test_tensor_list_inputs_get_a_list_of_gradients():
-    plan = plan_autograd(
-        simple_op("(Tensor[] xs, Tensor s) -> Tensor", grad={"s": "grad"}, sample="xs = [{shape = [2]}]\ns = {shape = [2]}", fake='like = "s"')
+def test_tensor_list_inputs_are_spliced_into_the_function():
+    """Note [Tensor-list gradients]: the Function gets the lists' lengths, then every tensor."""
+    plan = plan_function(
+        simple_op("(Tensor[] xs, Tensor s) -> Tensor", grad={"s": "grad"}, sample="xs = [{shape = [2]}]\ns = {shape = [2]}", fake='like = "s"'),
+        {},
     )
-    assert "ctx._xs_count = len(xs)" in plan.setup_lines
-    assert "_grad_xs = [None] * ctx._xs_count" in plan.backward_lines
-    with_list = plan_autograd(
-        simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"')
+    assert plan.forward_params == "_counts, *_flat"
+    assert plan.forward_lines[0] == "xs, s = _unflatten(_LISTS, _counts, _flat)"
+    assert "_needs = _unflatten(_LISTS, ctx._counts, ctx.needs_input_grad[1:])" in plan.backward_lines
+    assert "_grad_xs = [None] * len(_needs[0])" in plan.backward_lines
+    assert plan.backward_lines[-1] == "return (None, *_flatten(_LISTS, (_grad_xs, _grad_s))[1:])"
+    with_list = plan_function(
+        simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"'),
+        {},
     )
     assert "if any(_needs[0]):" in with_list.backward_lines
+
+
+def test_formulas_call_other_ops_through_their_wrappers():
+    from _specs import op_from_toml
+
+    text = 'name = "mylib::foo"\nschema = "(Tensor x) -> Tensor"\n[grad]\nx = "bar(grad, x)"\n[fake]\nlike = "x"\n[test]\n[[test.samples]]\nx = {shape = [2]}\n'
+    op = op_from_toml(text, frozenset({"foo", "bar"}))
+    assert "    _grad_x = _op_bar.bar(grad, x)" in plan_function(op, {"bar": "bar", "foo": "foo"}).backward_lines
+    # two overloads share the name: the op packet picks one by the arguments
+    assert "    _grad_x = torch.ops.mylib.bar(grad, x)" in plan_function(op, {"foo": "foo"}).backward_lines
+
+
+def test_jvp_saves_for_forward_what_its_formula_reads():
+    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad * w", "w": "grad * x"}, jvp={"result": "x_t * w.shape[0] + x * w_t"})
+    assert "ctx.save_for_backward(x, w)" in plan.setup_lines
+    assert "ctx.save_for_forward(x)" in plan.setup_lines
+    assert "ctx._w_shape = w.shape" in plan.setup_lines
+    assert plan.jvp_lines[-1] == "return x_t * _w_shape[0] + x * w_t"
+    assert "x_t = tangents[0]" in plan.jvp_lines and "w_t = tangents[1]" in plan.jvp_lines
+
+
+def test_auto_element_wise_sums_the_grad_formulas_with_tangents():
+    plan = _plan(
+        "(Tensor x, Tensor? b=None) -> Tensor", {"x": "grad * 2", "b": "grad.sum_to_size(b.shape)"},
+        sample="x = {shape = [2]}\nb = {shape = [2]}", jvp={"auto_element_wise": True},
+    )
+    assert plan.jvp_lines[-4:] == (
+        "_result = (x_t * 2)",
+        "if b_t is not None:",
+        "    _result = (b_t.sum_to_size(b.shape)) if _result is None else _result + (b_t.sum_to_size(b.shape))",
+        "return _result",
+    )[-5:]
+
+
+def test_auto_linear_applies_the_op_to_the_tangents():
+    plan = _plan("(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0", jvp={"auto_linear": True})
+    assert plan.jvp_lines == ("return foo(tangents[0], ctx._alpha)",)
+    assert "ctx._alpha = alpha" in plan.setup_lines
+
+
+def test_without_formulas_backward_and_jvp_raise():
+    op = simple_op("(Tensor x) -> Tensor")
+    plan = plan_function(op, {})
+    assert plan.backward_lines == ("raise RuntimeError(_NO_GRAD)",)
+    assert plan.jvp_lines == ("raise RuntimeError(_NO_JVP)",)
+    assert plan.setup_lines == ("pass",)
 
 
 def test_fake_like_is_kept_as_written_and_the_api_derives_the_code():

@@ -19,6 +19,7 @@ from opgen.new import new_op
 _HIDE = {
     "torch._C._any_requires_grad": "_any_requires_grad",
     "torch._C.DispatchKey.AutogradFunctionality": "DispatchKey",
+    "torch._C._after_autograd_keyset": "_after_autograd_keyset",
 }
 
 _SCRIPT = """
@@ -51,8 +52,12 @@ assert _runtime.MISSING == [{name!r}], _runtime.MISSING
 
 x = torch.randn(4, 3)
 assert torch.allclose(mylib.foo(x), x.sin())  # the regular path
+assert torch.allclose(torch.ops.mylib.foo(x), x.sin())  # the Autograd kernel's fallback
 xg = x.clone().requires_grad_()
 mylib.foo(xg).sum().backward()
+assert torch.allclose(xg.grad, x.cos())
+xg.grad = None
+torch.ops.mylib.foo(xg).sum().backward()
 assert torch.allclose(xg.grad, x.cos())
 
 import pytest
@@ -71,7 +76,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_binding_lives_in_runtime_py_and_op_modules_only_import_them(project: Path) -> None:
     runtime = (project / "mylib" / "_runtime.py").read_text()
     module = (project / "mylib" / "_generated" / "foo.py").read_text()
-    for name in ("_any_requires_grad", "_are_functorch_transforms_active", "AutogradFunctionality", "_dispatch_tls_is_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_excluded", "_op"):
+    for name in ("_any_requires_grad", "_are_functorch_transforms_active", "AutogradFunctionality", "_dispatch_tls_is_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_excluded", "_op", "_after_autograd_keyset", "redispatch_boxed", "_FunctionBase", "peek_interpreter_stack"):
         assert name in runtime, name
         assert f"torch._C.{name}" not in module and f".{name}" not in module.replace("._runtime", ""), name
     assert "from .._runtime import (" in module

@@ -34,12 +34,17 @@ CASES = {
     "sum_shape": "formula reads only x.shape; positional defaults, beta given without alpha",
     "scale_tensor": "overload rtm::scale.tensor, registration = library",
     "double_into": "mutating op returning nothing",
+    "two_names": "arguments x and x_t: tangents x_tt and x_t_tt in the [jvp] formula",
+    "row_sum": 'vmap = "leading" and auto_linear forward mode',
     "harness": "the _testing.py helpers: binding, missing-sample messages, tolerances",
 }
 
 # gradcheck calls each generated gradcheck test must make: one per sample that
 # gives the input a tensor requiring grad, plus one through the typed wrapper.
 GRADCHECKS = {
+    "test_two_names.py::test_gradcheck[cpu-x]": 1 + 1,
+    "test_two_names.py::test_gradcheck[cpu-x_t]": 1 + 1,
+    "test_row_sum.py::test_gradcheck[cpu-x]": 2 + 1,
     "test_opt_add.py::test_gradcheck[cpu-x]": 2 + 1,
     "test_opt_add.py::test_gradcheck[cpu-b]": 1 + 1,
     "test_list_weighted.py::test_gradcheck[cpu-w]": 1 + 1,
@@ -58,6 +63,7 @@ class MatrixRun:
     output: str
     outcomes: dict[str, str]
     gradchecks: dict[str, int]
+    forward_gradchecks: dict[str, int]
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +103,15 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> MatrixRun:
         text=True,
         timeout=600,
     )
-    data = json.loads(report.read_text()) if report.exists() else {"outcomes": {}, "gradchecks": {}}
+    empty = {"outcomes": {}, "gradchecks": {}, "forward_gradchecks": {}}
+    data = json.loads(report.read_text()) if report.exists() else empty
     strip = lambda nodeid: nodeid.removeprefix("tests/")  # noqa: E731
     return MatrixRun(
         run.returncode,
         run.stdout[-8000:] + run.stderr[-2000:],
         {strip(k): v for k, v in data["outcomes"].items()},
         {strip(k): v for k, v in data["gradchecks"].items()},
+        {strip(k): v for k, v in data["forward_gradchecks"].items()},
     )
 
 
@@ -131,3 +139,10 @@ def test_each_gradcheck_test_ran_gradcheck(matrix: MatrixRun):
             assert (
                 ran.get(nodeid, 0) == calls
             ), f"{nodeid} called gradcheck {ran.get(nodeid, 0)} times, expected {calls}"
+
+
+def test_each_gradcheck_test_checks_forward_mode_too(matrix: MatrixRun):
+    """Every op of the matrix has a [jvp] table: each gradcheck is paired with a forward-mode one."""
+    for nodeid, calls in GRADCHECKS.items():
+        if matrix.outcomes.get(nodeid) == "passed":
+            assert matrix.forward_gradchecks.get(nodeid, 0) == calls, nodeid

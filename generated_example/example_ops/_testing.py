@@ -210,9 +210,14 @@ def _no_sample_message(samples, names: Iterable[str], spec: str, what: str) -> s
 
 
 def check_gradients(
-    op, samples, device, input_name, gradgrad=True, wrapper=None, spec="the spec"
+    op, samples, device, input_name, gradgrad=True, forward_ad=False, wrapper=None, spec="the spec"
 ) -> int:
     """gradcheck (and gradgradcheck) in float64 with only `input_name` requiring grad.
+
+    With `forward_ad` (the spec has a [jvp] table) a second gradcheck checks
+    forward-mode AD: the [jvp] formulas' tangents against finite differences,
+    in gradcheck's fast mode (random projections of the Jacobian: one
+    forward-mode call instead of one per input element).
 
     Samples that omit the input (an optional Tensor) or give it no tensor that
     requires grad are skipped, but at least one sample must check it. The first
@@ -244,12 +249,24 @@ def check_gradients(
             return call
 
         assert torch.autograd.gradcheck(bind(op), inputs)
+        if forward_ad:
+            assert torch.autograd.gradcheck(
+                bind(op), inputs, check_forward_ad=True, check_backward_ad=False, fast_mode=True
+            ), "forward-mode gradcheck"
         if gradgrad:
             assert torch.autograd.gradgradcheck(bind(op), inputs)
         if wrapper is not None and checked == 0:
             assert torch.autograd.gradcheck(
                 bind(wrapper), inputs
             ), f"gradcheck of {_describe(wrapper)}"
+            if forward_ad:
+                assert torch.autograd.gradcheck(
+                    bind(wrapper),
+                    inputs,
+                    check_forward_ad=True,
+                    check_backward_ad=False,
+                    fast_mode=True,
+                ), f"forward-mode gradcheck of {_describe(wrapper)}"
         checked += 1
     if not checked:
         raise AssertionError(

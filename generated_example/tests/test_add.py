@@ -13,6 +13,16 @@ from example_ops._testing import (
     check_reference,
     device_params,
 )
+from example_ops._testing_pt2 import (
+    check_dynamic_shapes,
+    check_export,
+)
+from example_ops._testing_transforms import (
+    check_raw_handle_refuses,
+    check_torch_func,
+    check_vmap,
+    check_vmap_grad,
+)
 
 OP = torch.ops.example.add.default
 SPEC = "ops/add.toml"
@@ -22,6 +32,7 @@ MUTATED = ()
 ATOL = None  # Note [Test tolerances] in _testing.py: not applied to float64
 RTOL = None
 DIFFERENTIABLE = ("x", "b")
+SIZES = ()  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
     {"x": TensorSpec((1, 2)), "b": TensorSpec((1,))},
     {"x": TensorSpec((5, 3), noncontiguous=True), "b": TensorSpec((3,))},
@@ -52,7 +63,9 @@ def test_opcheck(device):
 @pytest.mark.parametrize("input_name", DIFFERENTIABLE)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device, input_name):
-    check_gradients(OP, SAMPLES, device, input_name, gradgrad=True, wrapper=WRAPPER, spec=SPEC)
+    check_gradients(
+        OP, SAMPLES, device, input_name, gradgrad=True, forward_ad=True, wrapper=WRAPPER, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -69,3 +82,37 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func(device):
+    check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=True, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func_through_torch_ops_raises(device):
+    check_raw_handle_refuses(OP, SAMPLES, device, DIFFERENTIABLE, "example_ops.add", spec=SPEC)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap(device):
+    check_vmap(
+        OP, WRAPPER, SAMPLES, device, DTYPES[0], "elementwise", (), atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_of_grad(device):
+    check_vmap_grad(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device):
+    check_dynamic_shapes(
+        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export(device):
+    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

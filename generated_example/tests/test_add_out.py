@@ -12,6 +12,12 @@ from example_ops._testing import (
     check_reference,
     device_params,
 )
+from example_ops._testing_pt2 import (
+    check_cuda_graph,
+    check_cuda_graph_compiled,
+    check_dynamic_shapes,
+    check_export,
+)
 
 OP = torch.ops.example.add_out.default
 SPEC = "ops/add_out.toml"
@@ -21,6 +27,7 @@ MUTATED = ("out",)
 ATOL = None  # Note [Test tolerances] in _testing.py: not applied to float64
 RTOL = None
 DIFFERENTIABLE = ()
+SIZES = ()  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
     {
         "a": TensorSpec((1000,)),
@@ -74,3 +81,25 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device):
+    check_dynamic_shapes(
+        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export(device):
+    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph(device):
+    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph_compiled(device):
+    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

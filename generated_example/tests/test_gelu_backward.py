@@ -15,6 +15,18 @@ from example_ops._testing import (
     check_reference,
     device_params,
 )
+from example_ops._testing_pt2 import (
+    check_cuda_graph,
+    check_cuda_graph_compiled,
+    check_dynamic_shapes,
+    check_export,
+)
+from example_ops._testing_transforms import (
+    check_raw_handle_refuses,
+    check_torch_func,
+    check_vmap,
+    check_vmap_grad,
+)
 
 OP = torch.ops.example.gelu_backward.default
 SPEC = "ops/gelu_backward.toml"
@@ -24,6 +36,7 @@ MUTATED = ()
 ATOL = 0.0005  # Note [Test tolerances] in _testing.py: not applied to float64
 RTOL = 0.0001
 DIFFERENTIABLE = ("grad_out", "x")
+SIZES = ()  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
     {"grad_out": TensorSpec((1000,)), "x": TensorSpec((1000,), low=-6.0, high=6.0)},
     {"grad_out": TensorSpec((7, 13)), "x": TensorSpec((7, 13), noncontiguous=True)},
@@ -61,7 +74,9 @@ def test_opcheck(device):
 @pytest.mark.parametrize("input_name", DIFFERENTIABLE)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device, input_name):
-    check_gradients(OP, SAMPLES, device, input_name, gradgrad=True, wrapper=WRAPPER, spec=SPEC)
+    check_gradients(
+        OP, SAMPLES, device, input_name, gradgrad=True, forward_ad=True, wrapper=WRAPPER, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -78,3 +93,49 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func(device):
+    check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=True, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func_through_torch_ops_raises(device):
+    check_raw_handle_refuses(
+        OP, SAMPLES, device, DIFFERENTIABLE, "example_ops.gelu_backward", spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap(device):
+    check_vmap(
+        OP, WRAPPER, SAMPLES, device, DTYPES[0], "elementwise", (), atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_of_grad(device):
+    check_vmap_grad(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device):
+    check_dynamic_shapes(
+        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export(device):
+    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph(device):
+    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph_compiled(device):
+    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

@@ -12,6 +12,15 @@ from example_ops._testing import (
     check_reference,
     device_params,
 )
+from example_ops._testing_pt2 import (
+    check_cuda_graph,
+    check_cuda_graph_compiled,
+    check_dynamic_shapes,
+    check_export,
+)
+from example_ops._testing_transforms import (
+    check_vmap,
+)
 
 OP = torch.ops.example.layer_norm_backward.default
 SPEC = "ops/layer_norm_backward.toml"
@@ -21,6 +30,7 @@ MUTATED = ()
 ATOL = 0.0001  # Note [Test tolerances] in _testing.py: not applied to float64
 RTOL = 0.0001
 DIFFERENTIABLE = ()
+SIZES = ()  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
     {
         "grad_out": TensorSpec((8, 64)),
@@ -85,3 +95,32 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap(device):
+    check_vmap(
+        OP, WRAPPER, SAMPLES, device, DTYPES[0], "custom", (), atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device):
+    check_dynamic_shapes(
+        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export(device):
+    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph(device):
+    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+
+
+@pytest.mark.parametrize("device", device_params(["cuda"]))
+def test_cuda_graph_compiled(device):
+    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

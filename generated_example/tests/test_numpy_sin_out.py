@@ -12,6 +12,10 @@ from example_ops._testing import (
     check_reference,
     device_params,
 )
+from example_ops._testing_pt2 import (
+    check_dynamic_shapes,
+    check_export,
+)
 
 OP = torch.ops.example.numpy_sin_out.default
 SPEC = "ops/numpy_sin_out.toml"
@@ -21,6 +25,7 @@ MUTATED = ("output",)
 ATOL = None  # Note [Test tolerances] in _testing.py: not applied to float64
 RTOL = None
 DIFFERENTIABLE = ()
+SIZES = ()  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
     {"input": TensorSpec((8, 16)), "output": TensorSpec((8, 16))},
     {"input": TensorSpec((5, 7), noncontiguous=True), "output": TensorSpec((5, 7))},
@@ -62,3 +67,15 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device):
+    check_dynamic_shapes(
+        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export(device):
+    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

@@ -6,17 +6,25 @@ Templates get finished strings only; see docs/templates.md for the list.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
+from ..spec.warnings import int_arguments, size_arguments
 from . import python as py
-from .autograd import plan_autograd
 from .devices import DISPATCH_KEYS
-from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
-from .imports import module_imports, test_imports, testing_names
+from .fastpath import fast_path_inputs
+from .imports import (
+    module_imports,
+    pt2_testing_names,
+    runtime_imports,
+    test_imports,
+    testing_names,
+    transforms_testing_names,
+)
+from .transforms import function_context, kernel_context, public_name, vmap_context
 
-__all__ = ["op_context", "project_context", "ops_list", "spec_path"]
+__all__ = ["op_context", "project_context", "ops_list", "spec_path", "siblings"]
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
@@ -42,12 +50,6 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
     ][: None if op.registration == "library" else 1]
 
 
-def _no_grad_message(op: OpSpec) -> str | None:
-    """The Python literal of the message of a Python kernel that refuses backward (Note [Backward refusal])."""
-    message = no_grad_message(op)
-    return None if message is None or refuses_backward_in_cpp(op) else repr(message)
-
-
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
     """The op's spec as generated files name it: relative to the project root."""
     return (
@@ -57,9 +59,23 @@ def spec_path(op: OpSpec, config: ProjectConfig) -> str:
     )
 
 
-def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
-    """The `op` variables of an op's templates (see docs/templates.md)."""
-    plan = plan_autograd(op) if op.grads else None
+def siblings(ops: Sequence[OpSpec]) -> dict[str, str]:
+    """Op name -> module, for the names a formula can call through one typed wrapper (no overloads)."""
+    modules: dict[str, list[str]] = {}
+    for op in ops:
+        modules.setdefault(op.name, []).append(op.module)
+    return {name: found[0] for name, found in modules.items() if len(found) == 1}
+
+
+def op_context(
+    op: OpSpec, config: ProjectConfig, library: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The `op` variables of an op's templates (see docs/templates.md).
+
+    `library` maps the names of the project's ops to their modules (`siblings`):
+    formulas call those ops through their typed wrappers.
+    """
+    library = library if library is not None else {op.name: op.module}
     differentiable = tuple(name for f in op.grads for name in f.inputs)
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
     return {
@@ -90,16 +106,12 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
             for c in op.fake.checks
         ],
         "fake_return": ", ".join(py.fake_outputs(op)),
-        "autograd": (
-            {
-                "setup_params": plan.setup_params,
-                "setup_lines": plan.setup_lines,
-                "backward_lines": plan.backward_lines,
-            }
-            if plan
-            else None
-        ),
-        "no_grad_message": _no_grad_message(op),
+        "function": function_context(op, library),
+        "kernel": kernel_context(op, config.package),
+        "vmap": vmap_context(op),
+        "autocast": [(device, f"torch.{dtype}") for device, dtype in op.autocast],
+        "tags_literal": _tags(op),
+        "positional_arguments": ", ".join(a.name for a in op.args),
         "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),
         "double_backward": op.double_backward,
@@ -112,9 +124,26 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "atol": repr(op.test.atol),
         "rtol": repr(op.test.rtol),
         "module_imports": module_imports(op),
+        "runtime_imports": runtime_imports(op),
         "test_imports": test_imports(op),
         "testing_names": testing_names(op, differentiable),
+        "transforms_testing_names": transforms_testing_names(op, differentiable),
+        "pt2_testing_names": pt2_testing_names(op),
+        "has_jvp": op.jvp.present,
+        "vmap_leading": repr(op.vmap_leading),
+        "sizes": repr(tuple(size_arguments(op))),
+        "size_ints": repr(tuple(n for n in size_arguments(op) if n in int_arguments(op))),
+        "tags": list(op.tags),
+        "public_name": public_name(op, config.package),
     }
+
+
+def _tags(op: OpSpec) -> str | None:
+    """The spec's tags as a Python tuple literal of torch.Tag values, or None."""
+    if not op.tags:
+        return None
+    items = ", ".join(f"torch.Tag.{tag}" for tag in op.tags)
+    return f"({items},)"
 
 
 def project_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .fastpath import no_grad_message, refuses_backward_in_cpp
+from .fastpath import grad_in_python_from_cpp, no_grad_message, refuses_backward_in_cpp
 
 __all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
 
@@ -171,6 +171,17 @@ def _header_includes(op: OpSpec) -> list[str]:
     return torch + sorted(std)
 
 
+def _def_arguments(op: OpSpec) -> list[str]:
+    """The arguments of each `m.def` the op needs: its schema (with its tags), and its gradient helper's."""
+    schema = cpp.cpp_string(op.full_schema)
+    if op.tags:
+        schema += ", {" + ", ".join(f"at::Tag::{tag}" for tag in op.tags) + "}"
+    defs = [schema]
+    if grad_in_python_from_cpp(op):
+        defs.append(cpp.cpp_string(f"_{op.module}_autograd{op.schema}"))
+    return defs
+
+
 def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
     """The `op.cpp` variables of an op's C++ templates (see docs/templates.md)."""
     target = op.cpp_target
@@ -187,6 +198,7 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "kernels": [{"device": d, "function": cpp.kernel_name(op, d)} for d in op.devices],
         "impl_name": cpp.cpp_string(op.overload_name),
         "def_schema": cpp.cpp_string(op.full_schema),
+        "def_arguments": _def_arguments(op),
         "header": files.header,
         "header_includes": _header_includes(op),
         "checks": {d: _checks(op, d) for d in op.devices},
@@ -216,7 +228,7 @@ def cpp_project_context(
         "library_file": library_file,
         "devices": devices,
         "dispatch_keys": dict(DISPATCH_KEYS),
-        "defs": [c["def_schema"] for _, c in ops],
+        "defs": [arguments for _, c in ops for arguments in c["def_arguments"]],
         "impls": {
             d: [
                 {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
@@ -226,6 +238,15 @@ def cpp_project_context(
             for d in devices
         },
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
+        "grad_in_python": [
+            {
+                "name": c["impl_name"],
+                "helper": cpp.cpp_string(f"{op.namespace}::_{op.module}_autograd"),
+                "package": cpp.cpp_string(config.package),
+            }
+            for op, c in ops
+            if grad_in_python_from_cpp(op)
+        ],
         "backward_refusals": [
             {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
             for op, c in ops

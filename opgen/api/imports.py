@@ -13,8 +13,32 @@ from collections.abc import Iterable
 
 from ..spec.model import OpSpec
 from . import python as py
+from .autograd import list_positions
+from .fastpath import (
+    AutogradKind,
+    autograd_kind,
+    cpp_autograd,
+    fast_path_inputs,
+    grad_in_python_from_cpp,
+)
 
-__all__ = ["module_imports", "test_imports", "testing_names"]
+__all__ = [
+    "module_imports",
+    "runtime_imports",
+    "test_imports",
+    "testing_names",
+    "transforms_testing_names",
+    "pt2_testing_names",
+]
+
+# How an op module names what it imports from `<package>/_runtime.py`.
+_RUNTIME_ALIASES = {
+    "is_excluded": "_excluded",
+    "set_excluded": "_exclude",
+    "plain_apply": "_plain_apply_of",
+    "redispatch": "_redispatch_of",
+    "op_instead_of_function": "_op_instead",
+}
 
 
 def _globals(expressions: Iterable[str]) -> set[str]:
@@ -48,6 +72,36 @@ def module_imports(op: OpSpec) -> list[str]:
     return _grouped(stdlib, third_party)
 
 
+def runtime_imports(op: OpSpec) -> list[str]:
+    """What the op's module imports from `<package>/_runtime.py`, as `name as alias`, sorted by name."""
+    kind = autograd_kind(op)
+    function = kind in (AutogradKind.FUNCTION, AutogradKind.REFUSE)
+    names = {"direct_call"}
+    if function:
+        names |= {"below_autograd", "plain_apply", "op_instead_of_function", "transforms_active"}
+        if list_positions(op):
+            names |= {"flatten", "unflatten"}
+        if any(r.type == "Tensor[]" for r in op.returns):
+            names |= {"nest"} | ({"flatten"} if len(op.returns) > 1 else set())
+    if kind is not AutogradKind.NONE and not cpp_autograd(op):
+        names |= {"redispatch", "AFTER_AUTOGRAD"}
+        if function:
+            names |= {
+                "any_requires_grad",
+                "FORWARD_AD",
+                "needs_autograd",
+                "refuse_under_transforms",
+            }
+    if grad_in_python_from_cpp(op):
+        names.add("refuse_under_transforms")
+    if fast_path_inputs(op):
+        names |= {"AUTOGRAD", "is_excluded", "set_excluded", "any_requires_grad", "FORWARD_AD"}
+    return [
+        f"{name} as {_RUNTIME_ALIASES.get(name, '_' + name)}"
+        for name in sorted(names, key=lambda n: (not n.isupper(), n))
+    ]
+
+
 def test_imports(op: OpSpec) -> list[str]:
     """The standard-library and third-party imports of the op's generated tests."""
     used = _globals([op.test.reference] if op.test.reference else [])
@@ -74,3 +128,30 @@ def testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
         if not op.double_backward:
             names.add("check_double_backward_refused")
     return sorted(names, key=lambda n: (n != "TensorSpec", n))
+
+
+def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
+    """What the op's tests import from `<package>/_testing_transforms.py`, sorted."""
+    names: set[str] = set()
+    gradients = bool(list(differentiable)) and autograd_kind(op) is AutogradKind.FUNCTION
+    if gradients and op.test.reference:
+        names.add("check_torch_func")
+    if gradients:
+        names.add("check_raw_handle_refuses")
+    if op.vmap != "none":
+        names.add("check_vmap")
+        if gradients and op.test.reference:
+            names.add("check_vmap_grad")
+    return sorted(names)
+
+
+def pt2_testing_names(op: OpSpec) -> list[str]:
+    """What the op's tests import from `<package>/_testing_pt2.py`, sorted."""
+    names = {"check_dynamic_shapes", "check_export"}
+    if op.autocast and op.test.reference:
+        names.add("check_autocast")
+    if op.tags:
+        names.add("check_tags")
+    if "cuda" in op.devices:
+        names |= {"check_cuda_graph", "check_cuda_graph_compiled"}
+    return sorted(names)

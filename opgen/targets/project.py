@@ -6,14 +6,14 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..api.context import op_context, ops_list, project_context, spec_path
+from ..api.context import op_context, ops_list, project_context, siblings, spec_path
 from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..project import Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
-from .python import op_module_artifact, python_kernel_artifact, test_artifact
+from .python import op_module_artifact, python_kernel_artifact, test_artifact, vmap_rule_artifact
 
 __all__ = ["collect_artifacts", "package_artifacts"]
 
@@ -21,16 +21,19 @@ __all__ = ["collect_artifacts", "package_artifacts"]
 def package_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
-    """The package's `__init__.py`, `_testing.py`, `_runtime.py` and the tests' `conftest.py`."""
+    """The package's `__init__.py`, test helpers, `_runtime.py`, `_batching.py` and the tests' `conftest.py`."""
     pkg = config.package
     items = [
         (f"{pkg}/__init__.py", "package/__init__.py.j2"),
         (f"{pkg}/_generated/__init__.py", "package/empty_init.py.j2"),
         (f"{pkg}/_testing.py", "package/_testing.py.j2"),
+        (f"{pkg}/_testing_transforms.py", "package/_testing_transforms.py.j2"),
+        (f"{pkg}/_testing_pt2.py", "package/_testing_pt2.py.j2"),
         (f"{pkg}/_runtime.py", "package/_runtime.py.j2"),
+        (f"{pkg}/_batching.py", "package/_batching.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
     ]
-    if any(op.backend == "python" for op in ops):
+    if any(op.backend == "python" or op.vmap == "custom" for op in ops):
         items.append((f"{pkg}/kernels/__init__.py", "package/empty_init.py.j2"))
     return [
         Artifact(
@@ -56,6 +59,7 @@ def collect_artifacts(
     """
     config, ops = project.config, project.ops
     shared = functools.cache(lambda: project_context(config, ops))
+    callable_ops = functools.cache(lambda: siblings(ops))
     cpp_contexts = {
         op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op)))
         for op in ops
@@ -64,7 +68,7 @@ def collect_artifacts(
 
     def op_base(op: OpSpec) -> Callable[[], Context]:
         def build() -> Context:
-            context: dict[str, Any] = op_context(op, config)
+            context: dict[str, Any] = op_context(op, config, callable_ops())
             if op.backend == "cpp":
                 context["cpp"] = cpp_contexts[op.module]()
             return {"project": shared(), "op": context}
@@ -94,5 +98,7 @@ def collect_artifacts(
             artifacts.append(python_kernel_artifact(config, op, base, fresh))
         else:
             artifacts += cpp_op_artifacts(config, op, base, fresh)
+        if op.vmap == "custom":
+            artifacts.append(vmap_rule_artifact(config, op, base))
         artifacts.append(test_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)

@@ -9,12 +9,36 @@ from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 
-__all__ = ["kernel_path", "op_module_artifact", "python_kernel_artifact", "test_artifact"]
+__all__ = [
+    "kernel_path",
+    "vmap_rule_path",
+    "op_module_artifact",
+    "python_kernel_artifact",
+    "vmap_rule_artifact",
+    "test_artifact",
+]
 
 
 def kernel_path(package: str, module: str) -> str:
     """The user's kernel file of a Python op."""
     return f"{package}/kernels/{module}.py"
+
+
+def vmap_rule_path(package: str, module: str) -> str:
+    """The user's batching rule of an op with `vmap = "custom"` (Note [Batching rules])."""
+    return f"{package}/kernels/{module}_vmap.py"
+
+
+def vmap_rule_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
+    """`<package>/kernels/<op>_vmap.py`: created once with a per-sample loop, then the user's."""
+    source = spec_path(op, config)
+    return Artifact(
+        vmap_rule_path(config.package, op.module),
+        "python/vmap_rule.py.j2",
+        Owner.USER,
+        source,
+        lambda: {**base(), "header": header(source)},
+    )
 
 
 def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:

@@ -1,8 +1,10 @@
 """pytest plugin for the runtime matrix: each test's outcome and its gradcheck calls.
 
 Loaded with `-p gradcheck_counter` in the generated project; writes a JSON report
-to $RTM_REPORT: {"outcomes": {nodeid: outcome}, "gradchecks": {nodeid: calls}}.
-Only direct calls of torch.autograd.gradcheck count (gradgradcheck's own calls do not).
+to $RTM_REPORT: {"outcomes": {nodeid: outcome}, "gradchecks": {nodeid: calls},
+"forward_gradchecks": {nodeid: calls}}. Only direct calls of torch.autograd.gradcheck
+count (gradgradcheck's own calls do not); forward-mode-only calls
+(check_backward_ad=False) are counted apart.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 _outcomes: dict[str, str] = {}
 _gradchecks: dict[str, int] = {}
+_forward_gradchecks: dict[str, int] = {}
 _current: list[str] = []
 
 
@@ -23,7 +26,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     def counting(*args, **kwargs):
         if _current:
-            _gradchecks[_current[-1]] = _gradchecks.get(_current[-1], 0) + 1
+            counts = _gradchecks if kwargs.get("check_backward_ad", True) else _forward_gradchecks
+            counts[_current[-1]] = counts.get(_current[-1], 0) + 1
         return original(*args, **kwargs)
 
     torch.autograd.gradcheck = counting
@@ -46,5 +50,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     with open(os.environ["RTM_REPORT"], "w", encoding="utf-8") as file:
         json.dump(
-            {"outcomes": _outcomes, "gradchecks": _gradchecks}, file, indent=1, sort_keys=True
+            {
+                "outcomes": _outcomes,
+                "gradchecks": _gradchecks,
+                "forward_gradchecks": _forward_gradchecks,
+            },
+            file,
+            indent=1,
+            sort_keys=True,
         )

@@ -4,11 +4,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
@@ -27,37 +36,82 @@ def _add(x, b):
     return _kernels.add(x, b)
 
 
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.add.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
 @torch.library.register_fake("example::add")
 def _fake(x, b):
     return x.new_empty(torch.broadcast_shapes(x.shape, b.shape))
 
 
-def _setup_context(ctx, inputs, output):
-    x, b = inputs
-    ctx._x_shape = x.shape
-    ctx._b_shape = b.shape
+class _AddFunction(torch.autograd.Function):
+    """example::add for autograd and torch.func: the formulas of ops/add.toml."""
+
+    @staticmethod
+    def forward(x, b):
+        return _below_autograd(_call, x, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, b = inputs
+        ctx._x_shape = x.shape
+        ctx._b_shape = b.shape
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _x_shape = ctx._x_shape
+        _b_shape = ctx._b_shape
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_x = _grad_b = None
+        if _needs[0]:
+            _grad_x = grad.sum_to_size(_x_shape)
+        if _needs[1]:
+            _grad_b = grad.sum_to_size(_b_shape)
+        return _grad_x, _grad_b
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return add(tangents[0], tangents[1])
+
+    @staticmethod
+    def vmap(info, in_dims, x, b):
+        return _batching.elementwise(_apply, info, in_dims, x, b)
 
 
-def _backward(ctx, *grads):
-    _x_shape = ctx._x_shape
-    _b_shape = ctx._b_shape
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 2)
-    _grad_x = _grad_b = None
-    if _needs[0]:
-        _grad_x = grad.sum_to_size(_x_shape)
-    if _needs[1]:
-        _grad_b = grad.sum_to_size(_b_shape)
-    return _grad_x, _grad_b
+_plain_apply = _plain_apply_of(_AddFunction)
 
 
-torch.library.register_autograd("example::add", _backward, setup_context=_setup_context)
+def _apply(x, b):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_AddFunction):
+        return _handle(x, b)
+    return _AddFunction.apply(x, b)
 
 
-_handle = torch.ops.example.add.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, x, b):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(x, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(x, b):
+        _refuse_under_transforms("example_ops.add")
+        return _plain_apply(x, b)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, x, b)
+
+
+_lib.impl("add", _autograd, "AutogradCPU", with_keyset=True)
+
+
+def _vmap(info, in_dims, x, b):
+    return _batching.elementwise(_handle, info, in_dims, x, b)
+
+
+torch.library.register_vmap("example::add", _vmap, lib=_lib)
 
 
 def add(x: Tensor, b: Tensor) -> Tensor:
@@ -65,11 +119,13 @@ def add(x: Tensor, b: Tensor) -> Tensor:
     Its gradients need only the input shapes, so only shapes are saved."""
     if _compiling():
         return _handle(x, b)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(x, b)) or _transforms_active():
-        return _call(x, b)
+    if _transforms_active():
+        return _apply(x, b)
+    if (_any_requires_grad(x, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(x, b)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ from .._runtime import direct_call as _direct_call
 
 __all__ = ["add_out"]
 
+_handle = torch.ops.example.add_out.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_compiling = torch.compiler.is_compiling
+
 
 @torch.library.register_fake("example::add_out")
 def _fake(a, b, out):
     torch._check(a.shape == b.shape, lambda: "example::add_out: expected a.shape == b.shape")
     torch._check(out.shape == a.shape, lambda: "example::add_out: expected out.shape == a.shape")
     return None
-
-
-_handle = torch.ops.example.add_out.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
 
 
 def add_out(a: Tensor, b: Tensor, out: Tensor) -> None:

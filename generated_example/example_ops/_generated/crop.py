@@ -6,14 +6,24 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
+from . import paste as _op_paste
 from ..kernels import crop as _kernels
 
 __all__ = ["crop"]
@@ -23,10 +33,19 @@ __all__ = ["crop"]
     "example::crop",
     mutates_args=(),
     device_types=("cpu",),
-    schema="(Tensor pic, int[] box) -> Tensor",
+    schema="(Tensor pic, SymInt[] box) -> Tensor",
+    tags=(torch.Tag.needs_fixed_stride_order,),
 )
 def _crop(pic, box):
     return _kernels.crop(pic, box)
+
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.crop.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::crop")
@@ -44,41 +63,80 @@ def _fake(pic, box):
     return pic.new_empty(pic.shape[0], box[3] - box[1], box[2] - box[0])
 
 
-def _setup_context(ctx, inputs, output):
-    pic, box = inputs
-    ctx._pic_shape = pic.shape
-    ctx._box = box
+class _CropFunction(torch.autograd.Function):
+    """example::crop for autograd and torch.func: the formulas of ops/crop.toml."""
+
+    @staticmethod
+    def forward(pic, box):
+        return _below_autograd(_call, pic, box)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pic, box = inputs
+        ctx._pic_shape = pic.shape
+        ctx._box = box
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _pic_shape = ctx._pic_shape
+        box = ctx._box
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_pic = _grad_box = None
+        if _needs[0]:
+            _grad_pic = _op_paste.paste(grad.new_zeros(_pic_shape), grad, box[:2])
+        return _grad_pic, _grad_box
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return crop(tangents[0], ctx._box)
+
+    @staticmethod
+    def vmap(info, in_dims, pic, box):
+        return _batching.loop(_apply, info, in_dims, pic, box)
 
 
-def _backward(ctx, *grads):
-    _pic_shape = ctx._pic_shape
-    box = ctx._box
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 2)
-    _grad_pic = _grad_box = None
-    if _needs[0]:
-        _grad_pic = torch.ops.example.paste(grad.new_zeros(_pic_shape), grad, box[:2])
-    return _grad_pic, _grad_box
+_plain_apply = _plain_apply_of(_CropFunction)
 
 
-torch.library.register_autograd("example::crop", _backward, setup_context=_setup_context)
+def _apply(pic, box):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_CropFunction):
+        return _handle(pic, box)
+    return _CropFunction.apply(pic, box)
 
 
-_handle = torch.ops.example.crop.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, pic, box):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(pic) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(pic):
+        _refuse_under_transforms("example_ops.crop")
+        return _plain_apply(pic, box)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, pic, box)
+
+
+_lib.impl("crop", _autograd, "AutogradCPU", with_keyset=True)
+
+
+def _vmap(info, in_dims, pic, box):
+    return _batching.loop(_handle, info, in_dims, pic, box)
+
+
+torch.library.register_vmap("example::crop", _vmap, lib=_lib)
 
 
 def crop(pic: Tensor, box: Sequence[int]) -> Tensor:
     """Crops a (C, H, W) image to box = (left, upper, right, lower) with PIL."""
     if _compiling():
         return _handle(pic, box)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(pic)) or _transforms_active():
-        return _call(pic, box)
+    if _transforms_active():
+        return _apply(pic, box)
+    if (_any_requires_grad(pic) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(pic, box)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -11,17 +12,34 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
+from . import gelu_backward as _op_gelu_backward
 
 __all__ = ["gelu"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.gelu.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::gelu")
@@ -29,40 +47,83 @@ def _fake(x):
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    (x,) = inputs
-    ctx.save_for_backward(x)
+class _GeluFunction(torch.autograd.Function):
+    """example::gelu for autograd and torch.func: the formulas of ops/gelu.toml."""
+
+    @staticmethod
+    def forward(x):
+        return _below_autograd(_call, x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_x = None
+        if _needs[0]:
+            _grad_x = _op_gelu_backward.gelu_backward(grad, x)
+        return (_grad_x,)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        x_t = tangents[0]
+        return _op_gelu_backward.gelu_backward(x_t, x)
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return _batching.elementwise(_apply, info, in_dims, x)
 
 
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    x = _saved[0]
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 1)
-    _grad_x = None
-    if _needs[0]:
-        _grad_x = torch.ops.example.gelu_backward(grad, x)
-    return (_grad_x,)
+_plain_apply = _plain_apply_of(_GeluFunction)
 
 
-torch.library.register_autograd("example::gelu", _backward, setup_context=_setup_context)
+def _apply(x):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_GeluFunction):
+        return _handle(x)
+    return _GeluFunction.apply(x)
 
 
-_handle = torch.ops.example.gelu.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, x):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(x):
+        _refuse_under_transforms("example_ops.gelu")
+        return _plain_apply(x)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, x)
+
+
+_lib.impl("gelu", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, x):
+    return _batching.elementwise(_handle, info, in_dims, x)
+
+
+torch.library.register_vmap("example::gelu", _vmap, lib=_lib)
 
 
 def gelu(x: Tensor) -> Tensor:
     """GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     if _compiling():
         return _handle(x)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(x)) or _transforms_active():
-        return _call(x)
+    if _transforms_active():
+        return _apply(x)
+    if (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(x)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -13,17 +14,33 @@ import math
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
 
 __all__ = ["gelu_backward"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.gelu_backward.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::gelu_backward")
@@ -35,23 +52,57 @@ def _fake(grad_out, x):
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    grad_out, x = inputs
-    ctx.save_for_backward(grad_out, x)
+class _GeluBackwardFunction(torch.autograd.Function):
+    """example::gelu_backward for autograd and torch.func: the formulas of ops/gelu_backward.toml."""
 
+    @staticmethod
+    def forward(grad_out, x):
+        return _below_autograd(_call, grad_out, x)
 
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    grad_out = _saved[0]
-    x = _saved[1]
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 2)
-    _grad_grad_out = _grad_x = None
-    if _needs[0]:
-        _grad_grad_out = torch.ops.example.gelu_backward(grad, x)
-    if _needs[1]:
-        _grad_x = (
-            grad
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        grad_out, x = inputs
+        ctx.save_for_backward(grad_out, x)
+        ctx.save_for_forward(grad_out, x)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        grad_out = _saved[0]
+        x = _saved[1]
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_grad_out = _grad_x = None
+        if _needs[0]:
+            _grad_grad_out = gelu_backward(grad, x)
+        if _needs[1]:
+            _grad_x = (
+                grad
+                * grad_out
+                * (1 - torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)) ** 2)
+                * (
+                    math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+                    + 0.5
+                    * x
+                    * (
+                        6 * math.sqrt(2 / math.pi) * 0.044715 * x
+                        - 2
+                        * torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))
+                        * (math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)) ** 2
+                    )
+                )
+            )
+        return _grad_grad_out, _grad_x
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        grad_out = _saved[0]
+        x = _saved[1]
+        grad_out_t = tangents[0]
+        x_t = tangents[1]
+        return (gelu_backward(grad_out_t, x)) + (
+            x_t
             * grad_out
             * (1 - torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)) ** 2)
             * (
@@ -66,27 +117,53 @@ def _backward(ctx, *grads):
                 )
             )
         )
-    return _grad_grad_out, _grad_x
+
+    @staticmethod
+    def vmap(info, in_dims, grad_out, x):
+        return _batching.elementwise(_apply, info, in_dims, grad_out, x)
 
 
-torch.library.register_autograd("example::gelu_backward", _backward, setup_context=_setup_context)
+_plain_apply = _plain_apply_of(_GeluBackwardFunction)
 
 
-_handle = torch.ops.example.gelu_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _apply(grad_out, x):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_GeluBackwardFunction):
+        return _handle(grad_out, x)
+    return _GeluBackwardFunction.apply(grad_out, x)
+
+
+def _autograd(keyset, grad_out, x):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(grad_out, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(grad_out, x):
+        _refuse_under_transforms("example_ops.gelu_backward")
+        return _plain_apply(grad_out, x)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, grad_out, x)
+
+
+_lib.impl("gelu_backward", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, grad_out, x):
+    return _batching.elementwise(_handle, info, in_dims, grad_out, x)
+
+
+torch.library.register_vmap("example::gelu_backward", _vmap, lib=_lib)
 
 
 def gelu_backward(grad_out: Tensor, x: Tensor) -> Tensor:
     """Gradient of example::gelu (tanh approximation): grad_out * gelu'(x)."""
     if _compiling():
         return _handle(grad_out, x)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(grad_out, x)) or _transforms_active():
-        return _call(grad_out, x)
+    if _transforms_active():
+        return _apply(grad_out, x)
+    if (_any_requires_grad(grad_out, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(grad_out, x)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

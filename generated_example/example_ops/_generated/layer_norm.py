@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -14,15 +15,32 @@ from torch.autograd.function import once_differentiable
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
+from ..kernels import layer_norm_vmap as _rule
+from . import layer_norm_backward as _op_layer_norm_backward
 
 __all__ = ["layer_norm"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.layer_norm.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::layer_norm")
@@ -39,46 +57,111 @@ def _fake(x, weight, bias, eps=1e-05):
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    x, weight, bias, eps = inputs
-    ctx._eps = eps
-    ctx.save_for_backward(x, weight)
+class _LayerNormFunction(torch.autograd.Function):
+    """example::layer_norm for autograd and torch.func: the formulas of ops/layer_norm.toml."""
 
+    @staticmethod
+    def forward(x, weight, bias, eps):
+        return _below_autograd(_call, x, weight, bias, eps)
 
-@once_differentiable
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    x = _saved[0]
-    weight = _saved[1]
-    eps = ctx._eps
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 4)
-    _grad_x = _grad_weight = _grad_bias = _grad_eps = None
-    if any((_needs[0], _needs[1], _needs[2])):
-        _grad_x, _grad_weight, _grad_bias = torch.ops.example.layer_norm_backward(
-            grad, x, weight, eps
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, weight, bias, eps = inputs
+        ctx._eps = eps
+        ctx.save_for_backward(x, weight)
+        ctx.save_for_forward(x, weight)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        weight = _saved[1]
+        eps = ctx._eps
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_x = _grad_weight = _grad_bias = _grad_eps = None
+        if any((_needs[0], _needs[1], _needs[2])):
+            _grad_x, _grad_weight, _grad_bias = _op_layer_norm_backward.layer_norm_backward(
+                grad, x, weight, eps
+            )
+        return _grad_x, _grad_weight, _grad_bias, _grad_eps
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        weight = _saved[1]
+        eps = ctx._eps
+        x_t = tangents[0]
+        weight_t = tangents[1]
+        bias_t = tangents[2]
+        return (
+            (
+                (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                * (x_t - x_t.mean(-1, keepdim=True))
+                - (x - x.mean(-1, keepdim=True))
+                * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                * (
+                    (x - x.mean(-1, keepdim=True))
+                    * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                    * x_t
+                ).mean(-1, keepdim=True)
+            )
+            * weight
+            + (x - x.mean(-1, keepdim=True))
+            * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+            * weight_t
+            + bias_t
         )
-    return _grad_x, _grad_weight, _grad_bias, _grad_eps
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, bias, eps):
+        return _rule.layer_norm_vmap(_apply, info, in_dims, x, weight, bias, eps)
 
 
-torch.library.register_autograd("example::layer_norm", _backward, setup_context=_setup_context)
+_plain_apply = _plain_apply_of(_LayerNormFunction)
 
 
-_handle = torch.ops.example.layer_norm.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _apply(x, weight, bias, eps):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_LayerNormFunction):
+        return _handle(x, weight, bias, eps)
+    return _LayerNormFunction.apply(x, weight, bias, eps)
+
+
+def _autograd(keyset, x, weight, bias, eps=1e-05):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(x, weight, bias) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(x, weight, bias):
+        _refuse_under_transforms("example_ops.layer_norm")
+        return _plain_apply(x, weight, bias, eps)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, x, weight, bias, eps)
+
+
+_lib.impl("layer_norm", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, x, weight, bias, eps=1e-05):
+    return _rule.layer_norm_vmap(_handle, info, in_dims, x, weight, bias, eps)
+
+
+torch.library.register_vmap("example::layer_norm", _vmap, lib=_lib)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-05) -> Tensor:
     """Layer normalization over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias."""
     if _compiling():
         return _handle(x, weight, bias, eps)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(x, weight, bias)) or _transforms_active():
-        return _call(x, weight, bias, eps)
+    if _transforms_active():
+        return _apply(x, weight, bias, eps)
+    if (_any_requires_grad(x, weight, bias) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(x, weight, bias, eps)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

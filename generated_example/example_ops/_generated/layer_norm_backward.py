@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -13,15 +14,33 @@ from torch import Tensor
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
+from ..kernels import layer_norm_backward_vmap as _rule
 
 __all__ = ["layer_norm_backward"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.layer_norm_backward.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_NO_GRAD = "example::layer_norm_backward has no gradient formula: add a [grad] table to layer_norm_backward.toml"
+_NO_JVP = "example::layer_norm_backward has no gradient formula: add a [grad] table to layer_norm_backward.toml (and a [jvp] table for forward mode)"
 
 
 @torch.library.register_fake("example::layer_norm_backward")
@@ -37,25 +56,59 @@ def _fake(grad_out, x, weight, eps):
     return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
 
 
-def _setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    pass
+class _LayerNormBackwardFunction(torch.autograd.Function):
+    """example::layer_norm_backward for autograd and torch.func: ops/layer_norm_backward.toml has no formulas, so its backward and jvp raise."""
+
+    @staticmethod
+    def forward(grad_out, x, weight, eps):
+        return _below_autograd(_call, grad_out, x, weight, eps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_NO_GRAD)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise RuntimeError(_NO_JVP)
+
+    @staticmethod
+    def vmap(info, in_dims, grad_out, x, weight, eps):
+        return _rule.layer_norm_backward_vmap(_apply, info, in_dims, grad_out, x, weight, eps)
 
 
-def _backward(ctx, *grads):
-    raise RuntimeError(
-        "example::layer_norm_backward has no gradient formula: add a [grad] table to layer_norm_backward.toml"
-    )
+_plain_apply = _plain_apply_of(_LayerNormBackwardFunction)
 
 
-torch.library.register_autograd(
-    "example::layer_norm_backward", _backward, setup_context=_setup_context
-)
+def _apply(grad_out, x, weight, eps):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_LayerNormBackwardFunction):
+        return _handle(grad_out, x, weight, eps)
+    return _LayerNormBackwardFunction.apply(grad_out, x, weight, eps)
 
 
-_handle = torch.ops.example.layer_norm_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, grad_out, x, weight, eps):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(grad_out, x, weight) and _grad_enabled())
+        or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(grad_out, x, weight):
+        _refuse_under_transforms("example_ops.layer_norm_backward")
+        return _plain_apply(grad_out, x, weight, eps)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, grad_out, x, weight, eps)
+
+
+_lib.impl("layer_norm_backward", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, grad_out, x, weight, eps):
+    return _rule.layer_norm_backward_vmap(_handle, info, in_dims, grad_out, x, weight, eps)
+
+
+torch.library.register_vmap("example::layer_norm_backward", _vmap, lib=_lib)
 
 
 def layer_norm_backward(
@@ -64,11 +117,15 @@ def layer_norm_backward(
     """Gradients of example::layer_norm with respect to x, weight and bias."""
     if _compiling():
         return _handle(grad_out, x, weight, eps)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(grad_out, x, weight)) or _transforms_active():
-        return _call(grad_out, x, weight, eps)
+    if _transforms_active():
+        return _apply(grad_out, x, weight, eps)
+    if (
+        _any_requires_grad(grad_out, x, weight) and _grad_enabled()
+    ) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(grad_out, x, weight, eps)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -4,11 +4,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
@@ -27,48 +36,102 @@ def _mul(w, x):
     return _kernels.mul(w, x)
 
 
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.mul.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
 @torch.library.register_fake("example::mul")
 def _fake(w, x):
     return w.new_empty(torch.broadcast_shapes(w.shape, x.shape))
 
 
-def _setup_context(ctx, inputs, output):
-    w, x = inputs
-    ctx.save_for_backward(w, x)
+class _MulFunction(torch.autograd.Function):
+    """example::mul for autograd and torch.func: the formulas of ops/mul.toml."""
+
+    @staticmethod
+    def forward(w, x):
+        return _below_autograd(_call, w, x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        w, x = inputs
+        ctx.save_for_backward(w, x)
+        ctx.save_for_forward(w, x)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        w = _saved[0]
+        x = _saved[1]
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_w = _grad_x = None
+        if _needs[0]:
+            _grad_w = (grad * x).sum_to_size(w.shape)
+        if _needs[1]:
+            _grad_x = (grad * w).sum_to_size(x.shape)
+        return _grad_w, _grad_x
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        w = _saved[0]
+        x = _saved[1]
+        w_t = tangents[0]
+        x_t = tangents[1]
+        return w_t * x + w * x_t
+
+    @staticmethod
+    def vmap(info, in_dims, w, x):
+        return _batching.elementwise(_apply, info, in_dims, w, x)
 
 
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    w = _saved[0]
-    x = _saved[1]
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 2)
-    _grad_w = _grad_x = None
-    if _needs[0]:
-        _grad_w = (grad * x).sum_to_size(w.shape)
-    if _needs[1]:
-        _grad_x = (grad * w).sum_to_size(x.shape)
-    return _grad_w, _grad_x
+_plain_apply = _plain_apply_of(_MulFunction)
 
 
-torch.library.register_autograd("example::mul", _backward, setup_context=_setup_context)
+def _apply(w, x):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_MulFunction):
+        return _handle(w, x)
+    return _MulFunction.apply(w, x)
 
 
-_handle = torch.ops.example.mul.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, w, x):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(w, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(w, x):
+        _refuse_under_transforms("example_ops.mul")
+        return _plain_apply(w, x)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, w, x)
+
+
+_lib.impl("mul", _autograd, "AutogradCPU", with_keyset=True)
+
+
+def _vmap(info, in_dims, w, x):
+    return _batching.elementwise(_handle, info, in_dims, w, x)
+
+
+torch.library.register_vmap("example::mul", _vmap, lib=_lib)
+torch.library.register_autocast("example::mul", "cpu", torch.bfloat16, lib=_lib)
 
 
 def mul(w: Tensor, x: Tensor) -> Tensor:
     """Broadcasting product w * x (the CustomMul of the autograd.Function tutorial)."""
     if _compiling():
         return _handle(w, x)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(w, x)) or _transforms_active():
-        return _call(w, x)
+    if _transforms_active():
+        return _apply(w, x)
+    if (_any_requires_grad(w, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(w, x)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -11,17 +12,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
 
 __all__ = ["muladd"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.muladd.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::muladd")
@@ -31,43 +48,88 @@ def _fake(a, b, c):
     return a.new_empty(a.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    a, b, c = inputs
-    ctx.save_for_backward(a, b)
+class _MuladdFunction(torch.autograd.Function):
+    """example::muladd for autograd and torch.func: the formulas of ops/muladd.toml."""
+
+    @staticmethod
+    def forward(a, b, c):
+        return _below_autograd(_call, a, b, c)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b, c = inputs
+        ctx.save_for_backward(a, b)
+        ctx.save_for_forward(a, b)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        a = _saved[0]
+        b = _saved[1]
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_a = _grad_b = _grad_c = None
+        if _needs[0]:
+            _grad_a = grad * b
+        if _needs[1]:
+            _grad_b = grad * a
+        return _grad_a, _grad_b, _grad_c
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        a = _saved[0]
+        b = _saved[1]
+        a_t = tangents[0]
+        b_t = tangents[1]
+        return a_t * b + a * b_t
+
+    @staticmethod
+    def vmap(info, in_dims, a, b, c):
+        return _batching.elementwise(_apply, info, in_dims, a, b, c)
 
 
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    a = _saved[0]
-    b = _saved[1]
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 3)
-    _grad_a = _grad_b = _grad_c = None
-    if _needs[0]:
-        _grad_a = grad * b
-    if _needs[1]:
-        _grad_b = grad * a
-    return _grad_a, _grad_b, _grad_c
+_plain_apply = _plain_apply_of(_MuladdFunction)
 
 
-torch.library.register_autograd("example::muladd", _backward, setup_context=_setup_context)
+def _apply(a, b, c):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_MuladdFunction):
+        return _handle(a, b, c)
+    return _MuladdFunction.apply(a, b, c)
 
 
-_handle = torch.ops.example.muladd.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, a, b, c):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(a, b):
+        _refuse_under_transforms("example_ops.muladd")
+        return _plain_apply(a, b, c)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, a, b, c)
+
+
+_lib.impl("muladd", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, a, b, c):
+    return _batching.elementwise(_handle, info, in_dims, a, b, c)
+
+
+torch.library.register_vmap("example::muladd", _vmap, lib=_lib)
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """a * b + c elementwise (the extension-cpp example), in C++ and CUDA."""
     if _compiling():
         return _handle(a, b, c)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(a, b)) or _transforms_active():
-        return _call(a, b, c)
+    if _transforms_active():
+        return _apply(a, b, c)
+    if (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(a, b, c)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -4,11 +4,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
@@ -32,45 +41,97 @@ def _numpy_sin_cuda(x):
     return _kernels.numpy_sin_cuda(x)
 
 
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.numpy_sin.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
 @torch.library.register_fake("example::numpy_sin")
 def _fake(x):
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    (x,) = inputs
-    ctx.save_for_backward(x)
+class _NumpySinFunction(torch.autograd.Function):
+    """example::numpy_sin for autograd and torch.func: the formulas of ops/numpy_sin.toml."""
+
+    @staticmethod
+    def forward(x):
+        return _below_autograd(_call, x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_x = None
+        if _needs[0]:
+            _grad_x = grad * x.cos()
+        return (_grad_x,)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _saved = ctx.saved_tensors
+        x = _saved[0]
+        x_t = tangents[0]
+        return x_t * x.cos()
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return _batching.elementwise(_apply, info, in_dims, x)
 
 
-def _backward(ctx, *grads):
-    _saved = ctx.saved_tensors
-    x = _saved[0]
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 1)
-    _grad_x = None
-    if _needs[0]:
-        _grad_x = grad * x.cos()
-    return (_grad_x,)
+_plain_apply = _plain_apply_of(_NumpySinFunction)
 
 
-torch.library.register_autograd("example::numpy_sin", _backward, setup_context=_setup_context)
+def _apply(x):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_NumpySinFunction):
+        return _handle(x)
+    return _NumpySinFunction.apply(x)
 
 
-_handle = torch.ops.example.numpy_sin.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, x):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(x):
+        _refuse_under_transforms("example_ops.numpy_sin")
+        return _plain_apply(x)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, x)
+
+
+_lib.impl("numpy_sin", _autograd, "AutogradCPU", with_keyset=True)
+_lib.impl("numpy_sin", _autograd, "AutogradCUDA", with_keyset=True)
+
+
+def _vmap(info, in_dims, x):
+    return _batching.elementwise(_handle, info, in_dims, x)
+
+
+torch.library.register_vmap("example::numpy_sin", _vmap, lib=_lib)
 
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
     if _compiling():
         return _handle(x)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(x)) or _transforms_active():
-        return _call(x)
+    if _transforms_active():
+        return _apply(x)
+    if (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(x)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

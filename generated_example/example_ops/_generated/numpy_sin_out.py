@@ -20,6 +20,11 @@ def _numpy_sin_out(input, output):
     return _kernels.numpy_sin_out(input, output)
 
 
+_handle = torch.ops.example.numpy_sin_out.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_compiling = torch.compiler.is_compiling
+
+
 @torch.library.register_fake("example::numpy_sin_out")
 def _fake(input, output):
     torch._check(
@@ -27,11 +32,6 @@ def _fake(input, output):
         lambda: "example::numpy_sin_out: expected input.shape == output.shape",
     )
     return None
-
-
-_handle = torch.ops.example.numpy_sin_out.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
 
 
 def numpy_sin_out(input: Tensor, output: Tensor) -> None:

@@ -6,14 +6,24 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
+from . import crop as _op_crop
 from ..kernels import paste as _kernels
 
 __all__ = ["paste"]
@@ -27,6 +37,14 @@ __all__ = ["paste"]
 )
 def _paste(im1, im2, coord):
     return _kernels.paste(im1, im2, coord)
+
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.paste.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::paste")
@@ -52,34 +70,71 @@ def _fake(im1, im2, coord):
     return im1.new_empty(im1.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    im1, im2, coord = inputs
-    ctx._im2_shape = im2.shape
-    ctx._coord = coord
+class _PasteFunction(torch.autograd.Function):
+    """example::paste for autograd and torch.func: the formulas of ops/paste.toml."""
+
+    @staticmethod
+    def forward(im1, im2, coord):
+        return _below_autograd(_call, im1, im2, coord)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        im1, im2, coord = inputs
+        ctx._im2_shape = im2.shape
+        ctx._coord = coord
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _im2_shape = ctx._im2_shape
+        coord = ctx._coord
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_im1 = _grad_im2 = _grad_coord = None
+        if _needs[0]:
+            _grad_im1 = paste(grad, grad.new_zeros(_im2_shape), coord)
+        if _needs[1]:
+            _grad_im2 = _op_crop.crop(
+                grad, [coord[0], coord[1], coord[0] + _im2_shape[2], coord[1] + _im2_shape[1]]
+            )
+        return _grad_im1, _grad_im2, _grad_coord
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return paste(tangents[0], tangents[1], ctx._coord)
+
+    @staticmethod
+    def vmap(info, in_dims, im1, im2, coord):
+        return _batching.loop(_apply, info, in_dims, im1, im2, coord)
 
 
-def _backward(ctx, *grads):
-    _im2_shape = ctx._im2_shape
-    coord = ctx._coord
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 3)
-    _grad_im1 = _grad_im2 = _grad_coord = None
-    if _needs[0]:
-        _grad_im1 = torch.ops.example.paste(grad, grad.new_zeros(_im2_shape), coord)
-    if _needs[1]:
-        _grad_im2 = torch.ops.example.crop(
-            grad, [coord[0], coord[1], coord[0] + _im2_shape[2], coord[1] + _im2_shape[1]]
-        )
-    return _grad_im1, _grad_im2, _grad_coord
+_plain_apply = _plain_apply_of(_PasteFunction)
 
 
-torch.library.register_autograd("example::paste", _backward, setup_context=_setup_context)
+def _apply(im1, im2, coord):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_PasteFunction):
+        return _handle(im1, im2, coord)
+    return _PasteFunction.apply(im1, im2, coord)
 
 
-_handle = torch.ops.example.paste.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, im1, im2, coord):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(im1, im2) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(im1, im2):
+        _refuse_under_transforms("example_ops.paste")
+        return _plain_apply(im1, im2, coord)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, im1, im2, coord)
+
+
+_lib.impl("paste", _autograd, "AutogradCPU", with_keyset=True)
+
+
+def _vmap(info, in_dims, im1, im2, coord):
+    return _batching.loop(_handle, info, in_dims, im1, im2, coord)
+
+
+torch.library.register_vmap("example::paste", _vmap, lib=_lib)
 
 
 def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
@@ -87,11 +142,13 @@ def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
     upper-left corner at coord = (left, upper), using PIL."""
     if _compiling():
         return _handle(im1, im2, coord)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(im1, im2)) or _transforms_active():
-        return _call(im1, im2, coord)
+    if _transforms_active():
+        return _apply(im1, im2, coord)
+    if (_any_requires_grad(im1, im2) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(im1, im2, coord)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:

@@ -3,7 +3,8 @@
 
 The schema and the kernels live in the compiled library (csrc/, built by
 `opgen build` and loaded by `example_ops._library`); this module adds
-what torch.compile and autograd need: the fake kernel and the gradient formulas.
+what torch.compile, autograd and torch.func need: the fake kernel, the
+gradient and forward-mode formulas, the batching rule and the typed wrapper.
 """
 
 from __future__ import annotations
@@ -11,17 +12,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import _batching
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
+    AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
     AUTOGRAD as _AUTOGRAD,
+    FORWARD_AD as _FORWARD_AD,
     any_requires_grad as _any_requires_grad,
+    below_autograd as _below_autograd,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    needs_autograd as _needs_autograd,
+    op_instead_of_function as _op_instead,
+    plain_apply as _plain_apply_of,
+    redispatch as _redispatch_of,
+    refuse_under_transforms as _refuse_under_transforms,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
 
 __all__ = ["vector_add"]
+
+_lib = torch.library.Library("example", "FRAGMENT")
+_handle = torch.ops.example.vector_add.default
+_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+_redispatch = _redispatch_of(_handle)
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 @torch.library.register_fake("example::vector_add")
@@ -31,39 +48,78 @@ def _fake(a, b):
     return a.new_empty(a.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    pass
+class _VectorAddFunction(torch.autograd.Function):
+    """example::vector_add for autograd and torch.func: the formulas of ops/vector_add.toml."""
+
+    @staticmethod
+    def forward(a, b):
+        return _below_autograd(_call, a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grad = grads[0]
+        _needs = ctx.needs_input_grad
+        _grad_a = _grad_b = None
+        if _needs[0]:
+            _grad_a = grad
+        if _needs[1]:
+            _grad_b = grad
+        return _grad_a, _grad_b
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return vector_add(tangents[0], tangents[1])
+
+    @staticmethod
+    def vmap(info, in_dims, a, b):
+        return _batching.elementwise(_apply, info, in_dims, a, b)
 
 
-def _backward(ctx, *grads):
-    grad = grads[0]
-    _needs = (*ctx.needs_input_grad, *(False,) * 2)
-    _grad_a = _grad_b = None
-    if _needs[0]:
-        _grad_a = grad
-    if _needs[1]:
-        _grad_b = grad
-    return _grad_a, _grad_b
+_plain_apply = _plain_apply_of(_VectorAddFunction)
 
 
-torch.library.register_autograd("example::vector_add", _backward, setup_context=_setup_context)
+def _apply(a, b):
+    """The Function under torch.func; the op itself where the transform cannot take a Function."""
+    if _op_instead(_VectorAddFunction):
+        return _handle(a, b)
+    return _VectorAddFunction.apply(a, b)
 
 
-_handle = torch.ops.example.vector_add.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
-_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
+def _autograd(keyset, a, b):
+    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    if (
+        (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
+    ) and _needs_autograd(a, b):
+        _refuse_under_transforms("example_ops.vector_add")
+        return _plain_apply(a, b)
+    return _redispatch(keyset & _AFTER_AUTOGRAD, a, b)
+
+
+_lib.impl("vector_add", _autograd, "Autograd", with_keyset=True)
+
+
+def _vmap(info, in_dims, a, b):
+    return _batching.elementwise(_handle, info, in_dims, a, b)
+
+
+torch.library.register_vmap("example::vector_add", _vmap, lib=_lib)
 
 
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise a + b of two tensors of the same shape and dtype (C++/CUDA)."""
     if _compiling():
         return _handle(a, b)
-    # Nothing requires grad (and no torch.func transform is active): call the op
-    # below autograd, skipping its Python autograd kernel, which would only
-    # redispatch. The key is restored as it was, also when the kernel raises.
-    if (_grad_enabled() and _any_requires_grad(a, b)) or _transforms_active():
-        return _call(a, b)
+    if _transforms_active():
+        return _apply(a, b)
+    if (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
+        return _plain_apply(a, b)
+    # Nothing needs autograd: call the op below it, skipping its Python Autograd
+    # kernel, which would only redispatch. The key is restored as it was, also
+    # when the kernel raises.
     _below = _excluded(_AUTOGRAD)
     _exclude(_AUTOGRAD, True)
     try:
