@@ -1,0 +1,116 @@
+"""Size-like integer arguments: the warnings that suggest SymInt, and the generated
+dynamic-shape test that fails while an `int` size makes torch.compile recompile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from opgen.generate import generate
+from opgen.new import new_op
+
+_CONFIG = """\
+[project]
+namespace = "dyn"
+package = "dyn_ops"
+
+[options]
+backend = "python"
+compile_backend = "aot_eager"
+"""
+
+# The same op twice: its output's last dim is `n`, declared int in one schema, SymInt in the other.
+_SPEC = """\
+name = "dyn::{name}"
+schema = "(Tensor x, {type} n) -> Tensor"
+devices = ["cpu"]
+
+[fake]
+expr = "x.new_empty(x.shape[0], n)"
+
+[test]
+reference = "x.sum(-1, keepdim=True).expand(x.shape[0], n)"
+
+[[test.samples]]
+x = {{shape = [3, 4]}}
+n = 5
+"""
+
+_KERNEL = """\
+from torch import Tensor
+
+
+def {name}(x: Tensor, n: int) -> Tensor:
+    return x.sum(-1, keepdim=True).expand(x.shape[0], n).clone()
+"""
+
+
+def _project(root: Path) -> dict[str, str]:
+    """Write the project; returns each op's spec text."""
+    (root / "opgen.toml").write_text(_CONFIG)
+    (root / "ops").mkdir()
+    specs = {
+        name: _SPEC.format(name=name, type=type_)
+        for name, type_ in (("pad_int", "int"), ("pad_symint", "SymInt"))
+    }
+    for name, text in specs.items():
+        (root / "ops" / f"{name}.toml").write_text(text)
+    return specs
+
+
+def test_generate_warns_where_an_int_sets_the_output_shape_and_keeps_the_spec(tmp_path: Path):
+    specs = _project(tmp_path)
+    result = generate(tmp_path)
+    assert result.written and not result.failed, result.summary()
+    shown = [w.format(tmp_path) for w in result.spec_warnings]
+    assert len(shown) == 1, shown
+    line = specs["pad_int"].splitlines().index('expr = "x.new_empty(x.shape[0], n)"') + 1
+    assert shown[0].startswith(f"ops/pad_int.toml:{line}: warning: argument 'n' is an int"), shown
+    assert "declare it SymInt n in the schema" in shown[0]
+    for name, text in specs.items():
+        assert (tmp_path / "ops" / f"{name}.toml").read_text() == text  # never rewritten
+
+
+def test_opgen_new_warns_for_an_int_argument_and_keeps_the_schema(tmp_path: Path):
+    made = new_op(tmp_path, "dyn::pad", "(Tensor x, int n) -> Tensor")
+    warnings = [w.format(made.root) for w in made.generated.spec_warnings]
+    assert any(
+        w.startswith("ops/pad.toml:") and "declare it SymInt" in w for w in warnings
+    ), warnings
+    assert '"(Tensor x, int n) -> Tensor"' in (made.root / made.spec).read_text()
+    plain = new_op(tmp_path / "other", "dyn::scale", "(Tensor x, float alpha) -> Tensor")
+    assert not plain.generated.spec_warnings
+
+
+def test_generated_dynamic_shape_test_fails_for_an_int_size(tmp_path: Path):
+    _project(tmp_path)
+    assert generate(tmp_path).written
+    for name in ("pad_int", "pad_symint"):
+        (tmp_path / "dyn_ops" / "kernels" / f"{name}.py").write_text(_KERNEL.format(name=name))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "test_dynamic_shapes",
+            "tests",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = run.stdout[-6000:] + run.stderr[-2000:]
+    assert "1 failed, 1 passed" in output, output
+    assert "FAILED tests/test_pad_int.py::test_dynamic_shapes" in output, output
+    assert "compiled 3 frames for 3 sizes: n is int in the schema" in output, output
