@@ -12,9 +12,10 @@ CPU code is compiled with -O3 -fopenmp and no -march flags: kernels that want
 AVX2 use function multiversioning (`__attribute__((target("avx2,fma")))`)
 behind a runtime CPU check, so the library runs on any x86-64.
 
-CUDA sources are compiled and linked only when nvcc is present and torch was
-built with CUDA. Otherwise `--check-cuda` still compile-checks every `.cu`
-with nvcc (no GPU needed) and nothing CUDA is linked.
+CUDA sources are compiled with the toolkit of Note [CUDA toolchain] and
+linked as Note [CUDA build modes] decides; nvcc gets `-ccbin` with the C++
+compiler the rest of the build uses, so host code sees one compiler and one
+standard library.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,34 +33,43 @@ from .api.cpp import target_version_hex
 from .api.fastpath import refuses_backward_in_cpp
 from .errors import Diagnostic, OpgenError
 from .project import Project
+from .toolchain.cuda import CudaProblem, CudaToolkit, find_cuda, missing_cuda_shim_symbols
+from .toolchain.modes import CudaMode, cuda_mode
+from .toolchain.pybind import libpython, module_name, pybind_cflags
 
-__all__ = ["Toolchain", "BuildPlan", "BuildResult", "find_toolchain", "plan_build", "write_ninja", "run_build", "foreign_symbols", "BUILD_DIR"]
+__all__ = ["Toolchain", "BuildPlan", "BuildResult", "CudaMode", "find_toolchain", "plan_build", "write_ninja", "run_build", "foreign_symbols", "BUILD_DIR"]
 
 BUILD_DIR = "build"
 _CXX_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-std=c++17", "-DNDEBUG"]
 _NVCC_FLAGS = ["-O3", "-DNDEBUG", "-std=c++17", "-Xcompiler", "-fPIC", "-DUSE_CUDA", "--expt-relaxed-constexpr"]
-_CUDA_ARCH = "-arch=sm_90"
 _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
 
 
 @dataclass(frozen=True)
 class Toolchain:
     cxx: str
-    nvcc: str | None
     ninja: str
     torch_dir: Path
-    torch_cuda: bool
+    torch_cuda: str | None  # torch.version.cuda: "12.8", or None for a CPU torch
     cxx11_abi: bool
-
-    @property
-    def cuda_enabled(self) -> bool:
-        return self.nvcc is not None and self.torch_cuda
+    cuda: CudaToolkit | None = None
+    cuda_problem: CudaProblem | None = None  # why `cuda` is None, when it was looked for
 
 
-def find_toolchain() -> Toolchain:
+def _torch_cuda_home() -> str | None:
+    """torch's own guess at the CUDA folder; importing cpp_extension costs ~0.2 s, so only here."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return CUDA_HOME
+
+
+def find_toolchain(cuda: bool = True) -> Toolchain:
+    """The compilers, torch and (unless `cuda` is False) the CUDA toolkit of Note [CUDA toolchain]."""
     import torch
 
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if cxx is not None:
+        cxx = shutil.which(cxx) or cxx  # a full path: nvcc's -ccbin gets the same compiler
     ninja = shutil.which("ninja")
     if ninja is None:
         try:
@@ -76,16 +85,27 @@ def find_toolchain() -> Toolchain:
         problems.append(Diagnostic(None, None, "ninja was not found", "pip install ninja"))
     if problems:
         raise OpgenError(problems)
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
-    if nvcc is None and Path("/usr/local/cuda/bin/nvcc").is_file():
-        nvcc = "/usr/local/cuda/bin/nvcc"
+    torch_cuda = torch.version.cuda
+    toolkit, problem = None, None
+    if cuda:
+        try:
+            toolkit = find_cuda(
+                os.environ,
+                torch_cuda,
+                torch.cuda.get_arch_list() if torch_cuda else [],
+                _torch_cuda_home if torch_cuda else None,
+                shutil.which,
+            )
+        except CudaProblem as exc:
+            problem = exc
     return Toolchain(
         cxx=cxx,  # type: ignore[arg-type]
-        nvcc=nvcc,
         ninja=ninja,  # type: ignore[arg-type]
         torch_dir=Path(torch.__file__).parent,
-        torch_cuda=torch.version.cuda is not None,
+        torch_cuda=torch_cuda,
         cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        cuda=toolkit,
+        cuda_problem=problem,
     )
 
 
@@ -95,9 +115,13 @@ class BuildPlan:
     library: str  # project-relative
     cpp_sources: list[str] = field(default_factory=list)
     cuda_sources: list[str] = field(default_factory=list)
-    cuda_linked: bool = False
+    cuda_mode: CudaMode = CudaMode.NONE
     pybind_module: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def cuda_linked(self) -> bool:
+        return self.cuda_mode is CudaMode.LINK
 
 
 def _q(path: str) -> str:
@@ -123,20 +147,7 @@ def _sources(root: Path, folder: str, suffix: str, orphans: list[str]) -> list[s
     return found
 
 
-def _cuda_arch_flags(cuda_linked: bool) -> list[str]:
-    """Real builds target the GPUs this torch supports; compile checks target Hopper."""
-    if not cuda_linked:
-        return [_CUDA_ARCH]
-    import torch
-
-    listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    archs = [a.replace(".", "").replace("+PTX", "") for a in listed.replace(";", " ").split()] if listed else [
-        a.removeprefix("sm_") for a in torch.cuda.get_arch_list() if a.startswith("sm_")
-    ]
-    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs] or [_CUDA_ARCH]
-
-
-def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> BuildPlan:
+def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False, cpu_only: bool = False) -> BuildPlan:
     """The ninja file for this project and toolchain; no side effects."""
     config = project.config
     root = project.root
@@ -150,27 +161,51 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     includes = [f"-isystem {shlex.quote(str(include))}"]
     if not stable:
         includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
-    cuda_linked = "cuda" in devices and tools.cuda_enabled
-    if cuda_linked:
+    cpp_sources = ["csrc/registration.cpp"]
+    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
+        cpp_sources.append("csrc/registration_autograd.cpp")
+    orphans: list[str] = []
+    if "cpu" in devices:
+        cpp_sources += ["csrc/registration_cpu.cpp"] + _sources(root, "csrc/cpu", ".cpp", orphans)
+    cuda_sources = _sources(root, "csrc/cuda", ".cu", orphans)
+    decision = cuda_mode(
+        sources=len(cuda_sources) if "cuda" in devices else 0,
+        stable=stable,
+        torch_cuda=tools.torch_cuda,
+        toolkit=tools.cuda,
+        problem=tools.cuda_problem,
+        check_cuda=check_cuda,
+        cpu_only=cpu_only,
+    )
+    mode = decision.mode
+    cuda = tools.cuda if mode.compiles else None
+    if mode is CudaMode.LINK:
         defines.append("-DUSE_CUDA")
     lib_dir = tools.torch_dir / "lib"
-    libs = ["-lc10", "-ltorch_cpu", "-ltorch"]
-    if cuda_linked:
-        cuda_home = Path(tools.nvcc).resolve().parent.parent  # type: ignore[arg-type]
-        libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{shlex.quote(str(cuda_home / 'lib64'))}", "-lcudart"]
+    libs = ["-lc10", "-ltorch_cpu", "-ltorch"] + (_cuda_libs(tools, stable) if mode is CudaMode.LINK else [])
     library = f"{config.package}/{'_C.abi3.so' if stable else '_C.so'}"
     nvcc_defines = [d for d in defines if d != "-DUSE_CUDA"]
     if not stable:
         nvcc_defines.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+    # nvcc hands host code to the compiler the rest of the build uses (one C++ ABI).
+    nvcc_flags = _NVCC_FLAGS + ["-ccbin", shlex.quote(tools.cxx)] + (cuda.gencode_flags() if cuda else [])
+    # Note [CUDA on a CPU torch]: the shim's CUDA functions are weak references there.
+    weaken = ()
+    if mode is CudaMode.LINK and tools.torch_cuda is None:
+        weaken = missing_cuda_shim_symbols(include, lib_dir / "libtorch.so")
     lines = [
         "# @generated by opgen build: the compile of this project; rewritten on every `opgen build`.",
         "ninja_required_version = 1.3",
         f"builddir = {BUILD_DIR}",
         f"cxx = {shlex.quote(tools.cxx)}",
-        f"nvcc = {shlex.quote(tools.nvcc) if tools.nvcc else 'nvcc'}",
+        f"nvcc = {shlex.quote(str(cuda.nvcc.path)) if cuda else 'nvcc'}",
         f"cflags = {' '.join(_CXX_FLAGS + defines + includes)}",
-        f"nvcc_flags = {' '.join(_NVCC_FLAGS + _cuda_arch_flags(cuda_linked) + nvcc_defines + includes)}",
+        f"nvcc_flags = {' '.join(nvcc_flags + nvcc_defines + includes)}",
         f"ldflags = -shared -fopenmp -Wl,--no-undefined -L{shlex.quote(str(lib_dir))} {' '.join(libs)}",
+    ]
+    if weaken:
+        lines += [f"objcopy = {shlex.quote(_objcopy())}", "weaken = " + " ".join(f"-W {w}" for w in weaken)]
+    lines += [
         "",
         "rule cxx",
         "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
@@ -179,70 +214,83 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         "  description = CXX $in",
         "",
         "rule nvcc",
-        "  command = $nvcc -MD -MF $out.d $nvcc_flags -c $in -o $out",
+        "  command = $nvcc -MD -MF $out.d $nvcc_flags -c $in -o $out" + (" && $objcopy $weaken $out" if weaken else ""),
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = NVCC $in",
         "",
         "rule link",
         "  command = $cxx $in -o $out $ldflags",
-        "  description = LINK $out",
+        "  description = LINK $out$note",
         "",
     ]
-    cpp_sources = ["csrc/registration.cpp"]
-    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
-        cpp_sources.append("csrc/registration_autograd.cpp")
-    orphans: list[str] = []
-    if "cpu" in devices:
-        cpp_sources += ["csrc/registration_cpu.cpp"] + _sources(root, "csrc/cpu", ".cpp", orphans)
-    cuda_sources = _sources(root, "csrc/cuda", ".cu", orphans)
     objects: list[str] = []
     kernel_objects: list[str] = []
-    for source in cpp_sources + (["csrc/registration_cuda.cpp"] if cuda_linked else []):
+    for source in cpp_sources + (["csrc/registration_cuda.cpp"] if mode is CudaMode.LINK else []):
         obj = f"{BUILD_DIR}/obj/{source}.o"
         lines.append(f"build {_q(obj)}: cxx {_q(source)}")
         objects.append(obj)
         if "/registration" not in source:
             kernel_objects.append(obj)
-    for source in cuda_sources:
-        obj = f"{BUILD_DIR}/{'obj' if cuda_linked else 'cuda_check'}/{source}.o"
+    cuda_objects = []
+    for source in cuda_sources if mode.compiles else []:
+        obj = f"{BUILD_DIR}/{'obj' if mode is CudaMode.LINK else 'cuda_check'}/{source}.o"
         lines.append(f"build {_q(obj)}: nvcc {_q(source)}")
-        if cuda_linked:
-            objects.append(obj)
+        cuda_objects.append(obj)
+    if mode is CudaMode.LINK:
+        objects += cuda_objects
+        kernel_objects += cuda_objects
     lines.append(f"build {_q(library)}: link {' '.join(map(_q, objects))}")
+    if mode is CudaMode.LINK:  # the link log names the GPU targets
+        lines.append(f"  note = $ (CUDA {cuda.nvcc.version_text}: {cuda.arch_labels})")  # type: ignore[union-attr]
     pybind_module = None
+    notes = [f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans]
     if any(op.pybind for op in cpp_ops):
-        pybind_module = f"{config.package}/_pybind{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-        lines += _pybind_lines(tools, includes, defines, kernel_objects, pybind_module, lib_dir)
-    check_objects = [f"{BUILD_DIR}/cuda_check/{s}.o" for s in cuda_sources] if not cuda_linked else []
-    lines.append(f"build check_cuda: phony {' '.join(map(_q, check_objects))}")
+        pybind_module = f"{config.package}/{module_name()}"
+        lines += _pybind_lines(kernel_objects, pybind_module, f"-L{shlex.quote(str(lib_dir))} {' '.join(libs)}", notes)
+    lines.append(f"build check_cuda: phony {' '.join(map(_q, cuda_objects))}")
     defaults = [library] + ([pybind_module] if pybind_module else [])
     lines.append(f"default {' '.join(map(_q, defaults))}")
-    notes = [f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans]
-    return BuildPlan("\n".join(lines) + "\n", library, cpp_sources, cuda_sources, cuda_linked, pybind_module, notes)
+    notes += [decision.note] if decision.note else []
+    return BuildPlan("\n".join(lines) + "\n", library, cpp_sources, cuda_sources, mode, pybind_module, notes)
 
 
-def _pybind_lines(tools: Toolchain, includes, defines, kernel_objects, output: str, lib_dir: Path) -> list[str]:
-    import torch
+def _cuda_libs(tools: Toolchain, stable: bool) -> list[str]:
+    """torch's CUDA libraries (a CUDA torch only) and libcudart, found at run time by rpath."""
+    assert tools.cuda is not None
+    torch_libs = []
+    if tools.torch_cuda is not None:  # the C shim's CUDA functions; c10::cuda for classic
+        torch_libs = ["-ltorch_cuda"] if stable else ["-lc10_cuda", "-ltorch_cuda"]
+    cudart = shlex.quote(str(tools.cuda.cudart_dir))
+    return torch_libs + [f"-L{cudart}", tools.cuda.cudart_link, f"-Wl,-rpath,{cudart}"]
 
-    python_include = sysconfig.get_paths()["include"]
-    flags = [
-        f"-isystem {shlex.quote(python_include)}",
-        "-DTORCH_EXTENSION_NAME=_pybind",
-        "-DTORCH_API_INCLUDE_EXTENSION_H",
-    ]
-    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
-        value = getattr(torch._C, f"_PYBIND11_{name}", None)
-        if value is not None:
-            flags.append(f"-DPYBIND11_{name}='\"{value}\"'")
+
+def _objcopy() -> str:
+    found = shutil.which("objcopy")
+    if found is None:
+        raise OpgenError(Diagnostic(None, None, "objcopy was not found (needed to link CUDA on a CPU torch)", "install binutils"))
+    return found
+
+
+def _pybind_lines(kernel_objects: list[str], output: str, libs: str, notes: list[str]) -> list[str]:
+    """Compile csrc/pybind.cpp and link it with every kernel object: Note [pybind link]."""
     obj = f"{BUILD_DIR}/obj/csrc/pybind.cpp.o"
-    return [
-        f"build {_q(obj)}: cxx csrc/pybind.cpp",
-        f"  cflags = $cflags {' '.join(flags)}",
-        f"build {_q(output)}: link {_q(obj)} {' '.join(map(_q, kernel_objects))}",
-        # an extension module: libpython's symbols come from the interpreter, so no --no-undefined
-        f"  ldflags = -shared -fopenmp -L{shlex.quote(str(lib_dir))} -lc10 -ltorch_cpu -ltorch -ltorch_python",
-    ]
+    inputs = " ".join(map(_q, [obj] + kernel_objects))
+    ldflags = f"-shared -fopenmp {libs} -ltorch_python"
+    lines = [f"build {_q(obj)}: cxx csrc/pybind.cpp", f"  cflags = $cflags {' '.join(pybind_cflags())}"]
+    python = libpython()
+    check = ""
+    if python is None:
+        notes.append(f"{output}: linked without the undefined-symbol check (no shared libpython found)")
+    else:
+        check = f"{BUILD_DIR}/link_check/{Path(output).name}"
+        lines += [
+            f"build {_q(check)}: link {inputs}",
+            f"  ldflags = {ldflags} -Wl,--no-undefined {shlex.quote(str(python))}",
+            "  note = $ (check: every symbol but Python's resolves)",
+        ]
+        check = f" | {_q(check)}"
+    return lines + [f"build {_q(output)}: link {inputs}{check}", f"  ldflags = {ldflags}"]
 
 
 def write_ninja(root: Path, plan: BuildPlan) -> Path:
@@ -270,7 +318,7 @@ class BuildResult:
     seconds: float = 0.0
 
 
-def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False) -> BuildResult:
+def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False, cpu_only: bool = False) -> BuildResult:
     """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result."""
     start = time.perf_counter()
     if not any(op.backend == "cpp" for op in project.ops):
@@ -279,17 +327,18 @@ def run_build(project: Project, jobs: int = 2, check_cuda: bool = False, verbose
     missing = [p for p in ("csrc/registration.cpp",) if not (root / p).is_file()]
     if missing:
         raise OpgenError(Diagnostic(root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"))
-    tools = find_toolchain()
-    plan = plan_build(project, tools, check_cuda)
+    wants_cuda = any("cuda" in op.devices for op in project.ops if op.backend == "cpp")
+    tools = find_toolchain(cuda=wants_cuda and not cpu_only)
+    plan = plan_build(project, tools, check_cuda, cpu_only)
     ninja_file = write_ninja(root, plan)
-    targets = ["check_cuda"] if check_cuda and plan.cuda_sources and tools.nvcc and not plan.cuda_linked else []
+    targets = ["check_cuda"] if plan.cuda_mode is CudaMode.CHECK else []
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
         command.append("-v")
     # -k 0: report every file that fails to compile, not only the first.
     status = subprocess.call(command + ["-k", "0"] + _default_and(targets, plan), cwd=root)
     seconds = time.perf_counter() - start
-    notes = plan.notes + _cuda_notes(plan, tools, check_cuda)
+    notes = plan.notes
     if status != 0:
         return BuildResult(False, f"build failed ({seconds:.1f} s): see the compiler messages above", plan, notes, seconds)
     library = root / plan.library
@@ -315,13 +364,3 @@ def _default_and(extra: list[str], plan: BuildPlan) -> list[str]:
     if not extra:
         return []
     return [plan.library] + ([plan.pybind_module] if plan.pybind_module else []) + extra
-
-
-def _cuda_notes(plan: BuildPlan, tools: Toolchain, check_cuda: bool) -> list[str]:
-    if not plan.cuda_sources or plan.cuda_linked:
-        return []
-    why = "nvcc was not found" if tools.nvcc is None else "torch was built without CUDA"
-    if check_cuda and tools.nvcc:
-        return [f"CUDA: {why}; compile-checked {len(plan.cuda_sources)} .cu file(s) with nvcc, linked none"]
-    hint = " (pass --check-cuda to compile-check them with nvcc)" if tools.nvcc else ""
-    return [f"CUDA skipped: {why}; {len(plan.cuda_sources)} .cu file(s) not built{hint}"]

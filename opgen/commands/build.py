@@ -12,6 +12,7 @@ def register(app) -> None:
     def build(
         jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = 2,
         check_cuda: Annotated[bool, typer.Option("--check-cuda", help="Compile-check .cu files with nvcc even when CUDA cannot be linked.")] = False,
+        cpu_only: Annotated[bool, typer.Option("--cpu-only", help="Build only the CPU kernels, even for a CUDA torch.")] = False,
         generate: Annotated[bool, typer.Option("--generate/--no-generate", help="Run `opgen generate` first.")] = True,
         verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every compiler command.")] = False,
     ) -> None:
@@ -31,7 +32,7 @@ def register(app) -> None:
                 if result.failed:
                     _err("error: `opgen generate` failed; fix the files above, then build again")
                     raise typer.Exit(1)
-            outcome = run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose)
+            outcome = run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose, cpu_only=cpu_only)
         except OpgenError as exc:
             raise _fail(exc, root)
         for note in outcome.notes:
