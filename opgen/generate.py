@@ -53,7 +53,9 @@ class GenerateResult:
         return summarize(c.action for c in self.changes)
 
 
-def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root: Path) -> Rendered:
+def _render_one(
+    renderer: Renderer, artifact: Artifact, manifest: Manifest, files: ProjectFiles
+) -> Rendered:
     raw = renderer.render(artifact.template, artifact.context)
     render_sha = digest(f"{__version__}\0{raw}")
     initial = None
@@ -76,9 +78,8 @@ def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root
                     render_sha,
                     initial,
                 )
-            on_disk = root / artifact.path
-            if on_disk.is_file():
-                text = on_disk.read_text(encoding="utf-8")
+            text = files.read_text(artifact.path)
+            if text is not None:
                 if digest(text) == previous.sha256:
                     return Rendered(
                         artifact.path, artifact.owner, artifact.source, text, render_sha, initial
@@ -98,9 +99,9 @@ def render_all(
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
     renderer = Renderer(templates or project.config.templates)
+    files = ProjectFiles(project.root)
     return [
-        _render_one(renderer, a, manifest, project.root)
-        for a in collect_artifacts(project, fresh_specs)
+        _render_one(renderer, a, manifest, files) for a in collect_artifacts(project, fresh_specs)
     ]
 
 
@@ -133,7 +134,7 @@ def generate(
     files = ProjectFiles(project.root)
     folder = templates or project.config.templates
     warnings = override_warnings(files.root, folder)
-    manifest = Manifest.load(files.root)
+    manifest = Manifest.load(files)
     rendered = render_all(project, manifest, folder, frozenset(sources))
     changes = plan_changes(files, rendered, manifest, force, sources)
     if check or dry_run or any(c.action is Action.EDITED for c in changes):
@@ -142,7 +143,7 @@ def generate(
         return GenerateResult(changes, written=True, warnings=warnings)
     with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
-        manifest = Manifest.load(files.root)
+        manifest = Manifest.load(files)
         changes = plan_changes(files, rendered, manifest, force, sources)
         if any(c.action is Action.EDITED for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)

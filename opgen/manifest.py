@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fs import STATE_DIR
+from .errors import OpgenError
+from .fs import STATE_DIR, ProjectFiles
 from .targets import Owner
 
 __all__ = ["Manifest", "Entry", "digest", "MANIFEST_FILE"]
@@ -61,36 +62,41 @@ class Manifest:
     pending: dict[str, Entry | None] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path) -> Manifest:
-        path = root / MANIFEST_FILE
-        if not path.is_file():
+    def load(cls, root: Path | ProjectFiles) -> Manifest:
+        """The manifest of the project at `root`, settled against the disk (Note [Manifest journal]).
+
+        A damaged manifest loads as empty. Reading it goes through the confined
+        path: a symlink in its place is refused.
+        """
+        files = root if isinstance(root, ProjectFiles) else ProjectFiles(root)
+        text = files.read_text(MANIFEST_FILE)
+        if text is None:
             return cls()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            files = {k: Entry.from_json(v) for k, v in raw.get("files", {}).items()}
+            raw = json.loads(text)
+            files_data = {k: Entry.from_json(v) for k, v in raw.get("files", {}).items()}
             pending = {
                 k: (Entry.from_json(v) if v is not None else None)
                 for k, v in raw.get("pending", {}).items()
             }
         except (ValueError, TypeError, AttributeError, KeyError):
             return cls()  # a damaged manifest only costs the ability to spot edits
-        manifest = cls(files)
-        manifest._settle(root, pending)
+        manifest = cls(files_data)
+        manifest._settle(files, pending)
         return manifest
 
-    def _settle(self, root: Path, pending: dict[str, Entry | None]) -> None:
+    def _settle(self, files: ProjectFiles, pending: dict[str, Entry | None]) -> None:
         """Finish a run that was killed after the journal was written. Note [Manifest journal]."""
         for rel, entry in pending.items():
-            target = root / rel
+            try:
+                text = files.read_text(rel)
+            except OpgenError:
+                continue
             if entry is None:
-                if not target.exists():
+                if text is None:
                     self.files.pop(rel, None)
                 continue
-            try:
-                text = target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if digest(text) == (entry.written or entry.sha256):
+            if text is not None and digest(text) == (entry.written or entry.sha256):
                 self.files[rel] = entry
 
     def dumps(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
-from .fs import STATE_DIR, ProjectFiles
+from .fs import STATE_DIR, Batch, ProjectFiles
 from .manifest import MANIFEST_FILE, Entry, Manifest, digest
 from .merge import has_conflict_markers, merge3
 from .targets import GENERATED_MARK, Owner
@@ -209,7 +209,7 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
     return Change(item.path, action, current, result.text, entry(result.text))
 
 
-def _backup(files: ProjectFiles, rel: str, text: str) -> None:
+def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
     """Save the user's version before a conflicting merge; an older, different backup is kept as NAME.N."""
     target = f"{BACKUP_DIR}/{rel}"
     existing = files.read_text(target)
@@ -219,8 +219,8 @@ def _backup(files: ProjectFiles, rel: str, text: str) -> None:
         n = 1
         while files.exists(f"{target}.{n}"):
             n += 1
-        files.replace(target, f"{target}.{n}")
-    files.write_text(target, text)
+        batch.rename(target, f"{target}.{n}")
+    batch.write(target, text)
 
 
 def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
@@ -242,21 +242,29 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
 
 
 def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
-    """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal]."""
+    """Write every change, then the manifest; call under `files.lock()`.
+
+    Every new text (backups and the manifest journal included) is staged before
+    the first rename (Note [Staged writes] in fs.py): an I/O error while staging
+    raises OpgenError and leaves the project as it was. Note [Manifest journal].
+    """
     manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
     manifest.pending.update(
         {c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None}
     )
+    files.sweep_temporaries([MANIFEST_FILE, *(c.path for c in changes)])
+    batch = files.batch()
     if manifest.pending:
-        files.write_text(MANIFEST_FILE, manifest.dumps())
+        batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file
     for change in changes:
-        files.sweep_temporaries(change.path)
         if change.action is Action.CONFLICT and change.old is not None:
-            _backup(files, change.path, change.old)
+            _backup(files, batch, change.path, change.old)
         if change.writes and change.new is not None:
-            files.write_text(change.path, change.new)
-        elif change.action is Action.REMOVE:
-            files.unlink(change.path)
+            batch.write(change.path, change.new)
+        elif change.action is Action.REMOVE and change.old is not None:
+            batch.remove(change.path)
+    batch.stage()
+    batch.commit()
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()

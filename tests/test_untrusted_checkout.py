@@ -1,0 +1,328 @@
+"""An untrusted or damaged checkout: opgen never writes, deletes or runs anything it should not.
+
+Each section is one promise of the README's "Trust and safety" section, proven
+at run time: symlinks planted at every path a command touches, I/O failures
+while writing. (Deletion authority, a lost manifest, sandboxed templates and
+bounded input have their own sections below.)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opgen.confined import Confined
+from opgen.generate import generate
+
+from _support import REPO, run_cli
+
+PROJECT = '[project]\nnamespace = "mylib"\npackage = "mylib"\n'
+CPP_PROJECT = PROJECT + '\n[options]\nbackend = "cpp"\n'
+
+
+def spec(name: str = "foo", schema: str = "(Tensor x) -> Tensor", backend: str = "python") -> str:
+    return f'''name = "mylib::{name}"
+schema = "{schema}"
+doc = "The {name} op."
+backend = "{backend}"
+
+[grad]
+x = "grad * x.cos()"
+
+[fake]
+like = "x"
+
+[test]
+reference = "torch.sin(x)"
+
+[[test.samples]]
+x = {{shape = [4, 3]}}
+'''
+
+
+def make_project(root: Path, config: str = PROJECT, backend: str = "python", name: str = "foo") -> Path:
+    (root / "ops").mkdir(parents=True)
+    (root / "opgen.toml").write_text(config)
+    (root / "ops" / f"{name}.toml").write_text(spec(name, backend=backend))
+    generate(root)
+    return root
+
+
+def snapshot(root: Path, mtimes: bool = True) -> dict[str, tuple[str, bytes, int]]:
+    """Every entry under `root` (symlinks not followed): kind, bytes or link target, mtime.
+
+    Without `mtimes`, a folder's mtime is left out: a temporary made and removed
+    again inside it changes that, not what the folder holds.
+    """
+    tree: dict[str, tuple[str, bytes, int]] = {}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = Path(folder, name)
+            info = path.lstat()
+            if path.is_symlink():
+                entry = ("link", os.readlink(path).encode(), info.st_mtime_ns)
+            elif path.is_dir():
+                entry = ("dir", b"", info.st_mtime_ns if mtimes else 0)
+            else:
+                entry = ("file", path.read_bytes(), info.st_mtime_ns)
+            tree[path.relative_to(root).as_posix()] = entry
+    return tree
+
+
+def unchanged_project(before: dict, root: Path) -> bool:
+    """Whether the project holds what it held (the lock file may have been made)."""
+    after = snapshot(root, mtimes=False)
+    return {k: v for k, v in after.items() if k != ".opgen/lock"} == {
+        k: v for k, v in before.items() if k != ".opgen/lock"
+    }
+
+
+# -- 1. every path each command touches, planted as a symlink leading outside -------------------
+
+# folders among the planted paths that do not exist yet (the others are planted as they are)
+_NEW_FOLDERS = {".opgen/backup", ".opgen/backup/mylib", "templates", "templates/python", ".opgen/ejected", "build", "build/obj", ".opgen/cache"}
+_NEW_FOLDERS |= {".opgen/cache/inductor-0", "tests/__pycache__", "mylib/__pycache__"}
+
+
+def _plant(root: Path, rel: str, outside: Path) -> None:
+    """Replace `rel` by a symlink to a copy of it outside the project (or to a fresh folder or file there)."""
+    path = root / rel
+    away = outside / rel.replace("/", "__")
+    if path.is_dir():
+        shutil.copytree(path, away)
+        shutil.rmtree(path)
+    elif path.is_file():
+        shutil.copy2(path, away)
+        path.unlink()
+    elif rel in _NEW_FOLDERS:
+        away.mkdir()
+        (away / "sentinel.txt").write_text("outside\n")
+    # else: a dangling link, for a file the command would create
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(away, target_is_directory=rel in _NEW_FOLDERS or away.is_dir())
+
+
+def _conflicting_change(root: Path) -> None:
+    """A schema change that conflicts with an edit of the kernel: the run would write a backup."""
+    kernel = root / "mylib/kernels/foo.py"
+    kernel.write_text(kernel.read_text().replace("def foo(x: Tensor)", "def foo(x: Tensor, beta: int = 3)"))
+    (root / "ops/foo.toml").write_text(spec(schema="(Tensor x, float alpha=1.0) -> Tensor"))
+
+
+def _eject(root: Path) -> None:
+    assert run_cli("templates", "eject", "python/kernel.py.j2", cwd=root).exit_code == 0
+
+
+# command -> (how the project is prepared, the command line, the paths it touches)
+CASES: dict[str, tuple[str, list[str], list[str]]] = {
+    "generate": (
+        "conflict",
+        ["generate"],
+        [
+            "mylib", "mylib/__init__.py", "mylib/_generated", "mylib/_generated/foo.py",
+            "mylib/kernels", "mylib/kernels/foo.py", "tests", "tests/test_foo.py",
+            "tests/conftest.py", ".opgen", ".opgen/manifest.json", ".opgen/lock",
+            ".opgen/.gitignore", ".opgen/backup", ".opgen/backup/mylib",
+            ".opgen/backup/mylib/kernels/foo.py",
+        ],
+    ),
+    "new": (
+        "python",
+        ["new", "mylib::bar"],
+        ["ops/bar.toml", "mylib/_generated/bar.py", "mylib/kernels/bar.py", "tests/test_bar.py"],
+    ),
+    "new project": ("empty", ["new", "mylib::foo"], ["opgen.toml", "ops/foo.toml"]),
+    "templates eject": (
+        "python",
+        ["templates", "eject", "python/kernel.py.j2"],
+        [
+            "templates", "templates/python", "templates/python/kernel.py.j2", ".opgen/ejected",
+            ".opgen/ejected.json", "opgen.toml",
+        ],
+    ),
+    "templates ack": (
+        "ejected",
+        ["templates", "ack", "python/kernel.py.j2"],
+        [".opgen/ejected", ".opgen/ejected/python/kernel.py.j2", ".opgen/ejected.json"],
+    ),
+    "build": (
+        "cpp",
+        ["build"],
+        [
+            "csrc", "csrc/cpu", "csrc/cfoo.h", "build", "build/build.ninja", "build/.ninja_log",
+            "build/.ninja_deps", "build/obj", "build/obj/csrc/cpu/cfoo.cpp.o",
+            "build/obj/csrc/cpu/cfoo.cpp.o.d", "mylib/_C.abi3.so",
+        ],
+    ),
+    "test": (
+        "python",
+        ["test"],
+        [".opgen/cache", ".opgen/cache/inductor-0", "tests/__pycache__", "mylib/__pycache__"],
+    ),
+}
+_PARAMS = [
+    pytest.param(command, path, id=f"{command}:{path}")
+    for command, (_, _, paths) in CASES.items()
+    for path in paths
+]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One project per starting state, generated once and copied by each case."""
+    base = tmp_path_factory.mktemp("prepared")
+    python = make_project(base / "python")
+    states = {"python": python, "empty": base / "empty"}
+    states["empty"].mkdir()
+    states["conflict"] = base / "conflict"
+    shutil.copytree(python, states["conflict"])
+    _conflicting_change(states["conflict"])
+    states["edited"] = base / "edited"
+    shutil.copytree(python, states["edited"])
+    edited = states["edited"] / "mylib/_generated/foo.py"
+    edited.write_text(edited.read_text() + "# my tweak\n")
+    states["ejected"] = base / "ejected"
+    shutil.copytree(python, states["ejected"])
+    _eject(states["ejected"])
+    states["cpp"] = make_project(base / "cpp", CPP_PROJECT, "cpp", "cfoo")
+    return states
+
+
+@pytest.mark.parametrize(("command", "rel"), _PARAMS)
+def test_a_symlink_at_any_path_a_command_touches_is_refused(
+    prepared: dict[str, Path], tmp_path: Path, command: str, rel: str
+) -> None:
+    state, argv, _ = CASES[command]
+    root = tmp_path / "project"
+    shutil.copytree(prepared[state], root, symlinks=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "sentinel.txt").write_text("must not change\n")
+    _plant(root, rel, outside)
+    before_outside = snapshot(outside)
+    before_project = snapshot(root, mtimes=False)
+    result = run_cli(*argv, cwd=root)
+    assert result.exit_code == 1, result.output
+    assert f"{rel}: error: " in result.stderr, result.stderr
+    assert "symlink" in result.stderr and "outside the project" in result.stderr
+    assert snapshot(outside) == before_outside, "a file outside the project changed"
+    if command not in ("build", "test"):  # those may make build/ or .opgen/cache/ first
+        assert unchanged_project(before_project, root), "a refused run changed the project"
+
+
+def test_the_build_is_refused_before_ninja_writes_through_a_symlinked_output(
+    prepared: dict[str, Path], tmp_path: Path
+) -> None:
+    """The library planted as a link to a file outside: neither ninja nor the linker ever runs."""
+    root = tmp_path / "project"
+    shutil.copytree(prepared["cpp"], root, symlinks=True)
+    victim = tmp_path / "victim.so"
+    victim.write_bytes(b"precious")
+    (root / "mylib/_C.abi3.so").symlink_to(victim)
+    result = run_cli("build", cwd=root)
+    assert result.exit_code == 1 and "mylib/_C.abi3.so: error: is a symlink" in result.stderr
+    assert victim.read_bytes() == b"precious"
+    assert not (root / "build/.ninja_log").exists()  # ninja never started
+
+
+# -- 8. I/O errors: a diagnostic, and the old files or the new ones, never a mix ----------------
+
+
+def _changed_project(tmp_path: Path) -> tuple[Path, dict[str, tuple[str, bytes, int]]]:
+    root = make_project(tmp_path / "project")
+    (root / "ops/foo.toml").write_text(spec(schema="(Tensor x, float alpha=1.0) -> Tensor"))
+    return root, snapshot(root, mtimes=False)
+
+
+def _fail_staging_under(monkeypatch: pytest.MonkeyPatch, folder: str, error: int) -> None:
+    """Writing any file under `folder` fails as the operating system would (EACCES, ENOSPC)."""
+    real = Confined.stage
+
+    def stage(self: Confined, rel, data: bytes):
+        if str(rel).startswith(folder + "/"):
+            raise_in = self.parts(rel)
+            with self._io("write", raise_in):
+                raise OSError(error, os.strerror(error))
+        return real(self, rel, data)
+
+    monkeypatch.setattr(Confined, stage.__name__, stage)
+
+
+@pytest.mark.parametrize("error", [errno.EACCES, errno.ENOSPC, errno.EROFS])
+def test_a_write_that_fails_leaves_the_old_files_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
+) -> None:
+    root, before = _changed_project(tmp_path)
+    _fail_staging_under(monkeypatch, "tests", error)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert re.match(r"tests/(\w+)\.py: error: cannot write tests/\1\.py: ", result.stderr)
+    assert f": {os.strerror(error)}; nothing was changed\n" in result.stderr
+    assert unchanged_project(before, root)
+    monkeypatch.undo()
+    assert not run_cli("generate", cwd=root).exit_code  # once writable, the run goes through
+
+
+def test_a_full_disk_for_real_leaves_the_old_files(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE makes the kernel refuse large writes (EFBIG), as a full disk would: no injection."""
+    root, before = _changed_project(tmp_path)
+    limit = 4096  # smaller than the generated test file, larger than the small ones
+    assert max(len(v[1]) for k, v in before.items() if k.endswith(".py")) > limit
+
+    def limited() -> None:
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-m", "opgen", "generate"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, preexec_fn=limited,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "File too large" in run.stderr and "nothing was changed" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert unchanged_project(before, root)
+
+
+def test_a_failure_between_renames_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renames are not atomic as a group: the journal lets the next run tell old from new."""
+    reference, _ = _changed_project(tmp_path / "reference")
+    generate(reference)
+    expected = {k: v[1] for k, v in snapshot(reference).items() if not k.startswith(".opgen")}
+    root, before = _changed_project(tmp_path / "failing")
+    real = Confined.commit
+    calls = [0]
+
+    def commit(self: Confined, staged) -> None:
+        calls[0] += 1
+        if calls[0] == 3:  # the journal and one file are renamed, then the disk fails
+            with self._io("write", staged.parts):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(self, staged)
+
+    monkeypatch.setattr(Confined, "commit", commit)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1 and "Input/output error" in result.stderr
+    assert "2 of " in result.stderr and "the next `opgen generate` finishes the job" in result.stderr
+    monkeypatch.undo()
+    assert not list(root.rglob("*.tmp"))
+    now = {k: v[1] for k, v in snapshot(root).items() if not k.startswith(".opgen")}
+    old = {k: v[1] for k, v in before.items() if not k.startswith(".opgen")}
+    assert all(now[k] in (old.get(k), expected.get(k)) for k in now)  # each file old or new
+    check = run_cli("generate", "--check", cwd=root)
+    assert check.exit_code == 1 and "edited" not in check.output  # stale, never mistaken for an edit
+    assert run_cli("generate", cwd=root).exit_code == 0
+    assert {k: v[1] for k, v in snapshot(root).items() if not k.startswith(".opgen")} == expected
