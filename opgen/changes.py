@@ -30,6 +30,7 @@ class Action(StrEnum):
     OVERWRITE = "overwrite"  # such a file, overwritten because of --force
     REMOVE = "remove"  # a generated file whose spec is gone
     KEEP = "keep"  # a user file opgen leaves as it is (its spec is gone, or it is not opgen's)
+    SPARE = "spare"  # listed as generated, but not a file opgen may remove: left as it is
 
     @property
     def writes(self) -> bool:
@@ -49,7 +50,7 @@ class Action(StrEnum):
     @property
     def to_stderr(self) -> bool:
         """Reported as a problem (stderr) rather than as progress."""
-        return self.failed
+        return self.failed or self is Action.SPARE
 
     @property
     def label(self) -> str:
@@ -81,11 +82,19 @@ _LABELS = {
     Action.OVERWRITE: "overwritten",
     Action.REMOVE: "removed",
     Action.KEEP: "kept",
+    Action.SPARE: "not removed",
 }
 _SUMMARY = {Action.CONFLICT: "conflicts", Action.EDITED: "edited by hand"}
 # the summary always shows these counts, the others only when not zero
 _SUMMARY_ALWAYS = (Action.CREATE, Action.UPDATE, Action.MERGE, Action.UNCHANGED, Action.CONFLICT)
-_SUMMARY_IF_ANY = (Action.REMOVE, Action.KEEP, Action.UNRESOLVED, Action.EDITED, Action.OVERWRITE)
+_SUMMARY_IF_ANY = (
+    Action.REMOVE,
+    Action.KEEP,
+    Action.UNRESOLVED,
+    Action.EDITED,
+    Action.OVERWRITE,
+    Action.SPARE,
+)
 
 
 def summarize(actions: Iterable[Action]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,11 +14,12 @@ from .format import format_python
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
 from .overrides import override_warnings
+from .plan import Authority, Rendered, plan_changes
 from .project import Project, load_project
 from .render import Renderer
 from .targets import Artifact
-from .targets.project import collect_artifacts
-from .writer import Rendered, apply_changes, needs_writing, plan_changes
+from .targets.project import collect_artifacts, removal_refused
+from .writer import apply_changes, needs_writing
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -136,7 +138,8 @@ def generate(
     warnings = override_warnings(files.root, folder)
     manifest = Manifest.load(files)
     rendered = render_all(project, manifest, folder, frozenset(sources))
-    changes = plan_changes(files, rendered, manifest, force, sources)
+    authority = Authority(functools.partial(removal_refused, project.config), force)
+    changes = plan_changes(files, rendered, manifest, authority, sources)
     if check or dry_run or any(c.action is Action.EDITED for c in changes):
         return GenerateResult(changes, written=False, warnings=warnings)
     if not needs_writing(files, changes, manifest):
@@ -144,7 +147,7 @@ def generate(
     with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
         manifest = Manifest.load(files)
-        changes = plan_changes(files, rendered, manifest, force, sources)
+        changes = plan_changes(files, rendered, manifest, authority, sources)
         if any(c.action is Action.EDITED for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)
         apply_changes(files, changes, manifest)

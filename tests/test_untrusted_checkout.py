@@ -9,6 +9,7 @@ bounded input have their own sections below.)
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import resource
@@ -21,6 +22,9 @@ import pytest
 
 from opgen.confined import Confined
 from opgen.generate import generate
+from opgen.manifest import digest
+from opgen.new import new_op
+from opgen.targets import header
 
 from _support import REPO, run_cli
 
@@ -326,3 +330,64 @@ def test_a_failure_between_renames_is_finished_by_the_next_run(
     assert check.exit_code == 1 and "edited" not in check.output  # stale, never mistaken for an edit
     assert run_cli("generate", cwd=root).exit_code == 0
     assert {k: v[1] for k, v in snapshot(root).items() if not k.startswith(".opgen")} == expected
+
+
+# -- 2. the manifest is data, not authority -------------------------------------------------------
+
+
+def _list_as_generated(root: Path, entries: dict[str, str]) -> None:
+    """Add `path -> source` to the manifest as generated files, with their correct hashes."""
+    path = root / ".opgen/manifest.json"
+    data = json.loads(path.read_text())
+    for rel, source in entries.items():
+        text = (root / rel).read_text()
+        data["files"][rel] = {"owner": "generated", "source": source, "sha256": digest(text)}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def test_a_crafted_manifest_deletes_nothing_opgen_did_not_generate(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    new_op(root, "demo::psin")
+    (root / ".git").mkdir()
+    (root / ".git/HEAD").write_text("ref: refs/heads/main\n")
+    (root / "tests/test_mine.py").write_text("def test_mine():\n    pass\n")  # the user's own test
+    other = "ops/other.toml"  # a file with a generated header, but naming another spec
+    (root / "demo/_generated/stray.py").write_text(header(other) + "\nx = 1\n")
+    (root / "ops/README.md").write_text("The specs.\n")
+    (root / "README.md").write_text("My project.\n")
+    crafted = {
+        ".git/HEAD": "ops/psin.toml",
+        "ops/psin.toml": "ops/psin.toml",
+        "ops/README.md": "ops/psin.toml",
+        "README.md": "opgen.toml",
+        "opgen.toml": "opgen.toml",
+        "tests/test_mine.py": "ops/psin.toml",
+        "demo/_generated/stray.py": "ops/psin.toml",
+    }
+    _list_as_generated(root, crafted)
+    before = snapshot(root, mtimes=False)
+    check = run_cli("generate", "--check", cwd=root)
+    assert check.exit_code == 1  # a manifest claiming files opgen may not remove is not clean
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    for rel in crafted:
+        assert before[rel] == snapshot(root, mtimes=False)[rel], f"{rel} was changed"
+        assert f"  not removed    {rel}  (.opgen/manifest.json lists it as generated, but " in result.stderr
+    assert "opgen generates no file at this path" in result.stderr
+    assert "its first line is not the header of a file generated from ops/psin.toml" in result.stderr
+    assert "removed  " not in result.output.replace("not removed  ", "")
+    listed = json.loads((root / ".opgen/manifest.json").read_text())["files"]
+    assert not set(crafted) & set(listed)  # dropped from the manifest, reported once
+    assert run_cli("generate", "--check", cwd=root).exit_code == 0
+
+
+def test_a_removed_spec_still_removes_its_generated_files_and_says_which(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "ops/bar.toml").write_text(spec("bar"))
+    generate(root)
+    (root / "ops/bar.toml").unlink()
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    assert "  removed        mylib/_generated/bar.py\n" in result.stdout
+    assert "  removed        tests/test_bar.py\n" in result.stdout
+    assert not (root / "mylib/_generated/bar.py").exists() and (root / "mylib/kernels/bar.py").exists()
