@@ -18,7 +18,7 @@ __all__ = ["apply_changes", "needs_writing", "unified_diff"]
 
 
 def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
-    """Save the user's version before a conflicting merge; an older, different backup is kept as NAME.N."""
+    """Save a file before a conflicting merge or a --force; an older, different backup is kept as NAME.N."""
     target = f"{BACKUP_DIR}/{rel}"
     existing = files.read_text(target)
     if existing == text:
@@ -65,7 +65,7 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
     if manifest.pending:
         batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file
     for change in changes:
-        if change.action is Action.CONFLICT and change.old is not None:
+        if change.backup and change.old is not None:
             _backup(files, batch, change.path, change.old)
         if change.writes and change.new is not None:
             batch.write(change.path, change.new)

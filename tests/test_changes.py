@@ -19,6 +19,8 @@ TABLE = {
     Action.REMOVE: (False, True, False, False, "removed", "would be removed"),
     Action.KEEP: (False, False, False, False, "kept", "kept"),
     Action.SPARE: (False, True, False, True, "not removed", "not removed"),
+    Action.ATTACH: (False, True, False, False, "re-attached", "re-attached"),
+    Action.UNTRACKED: (False, True, True, True, "untracked", "untracked"),
 }
 
 
@@ -31,6 +33,10 @@ def test_action_meaning(action: Action) -> None:
     writes, stale, failed, to_stderr, label, planned = TABLE[action]
     assert (action.writes, action.stale, action.failed, action.label, action.planned_label) == (writes, stale, failed, label, planned)
     assert action.to_stderr == to_stderr
+
+
+def test_only_files_that_need_a_decision_stop_the_whole_run() -> None:
+    assert {a for a in Action if a.stops} == {Action.EDITED, Action.UNTRACKED}
 
 
 def test_summary_counts_the_usual_five_and_the_rest_when_present() -> None:

@@ -138,6 +138,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
             ".opgen/backup/mylib/kernels/foo.py",
         ],
     ),
+    "generate --force": (
+        "edited",
+        ["generate", "--force"],
+        ["mylib/_generated/foo.py", ".opgen/backup", ".opgen/backup/mylib/_generated/foo.py"],
+    ),
     "new": (
         "python",
         ["new", "mylib::bar"],
@@ -391,3 +396,143 @@ def test_a_removed_spec_still_removes_its_generated_files_and_says_which(tmp_pat
     assert "  removed        mylib/_generated/bar.py\n" in result.stdout
     assert "  removed        tests/test_bar.py\n" in result.stdout
     assert not (root / "mylib/_generated/bar.py").exists() and (root / "mylib/kernels/bar.py").exists()
+
+
+# -- 3. a lost or damaged manifest never detaches a user file in silence --------------------------
+
+KERNEL = "mylib/kernels/foo.py"
+MODULE = "mylib/_generated/foo.py"
+WITH_ALPHA = "(Tensor x, float alpha=1.0) -> Tensor"
+
+
+def fill_kernel(root: Path) -> None:
+    """The user replaces the stub's placeholder line with a body."""
+    path = root / KERNEL
+    lines = path.read_text().splitlines(True)
+    index = next(i for i, line in enumerate(lines) if "raise NotImplementedError" in line)
+    lines[index : index + 1] = ["    y = torch.sin(x)  # user body\n", "    return y\n"]
+    path.write_text("".join(lines))
+
+
+def _truncate_manifest(root: Path) -> None:
+    path = root / ".opgen/manifest.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+def _actions(result) -> dict[str, str]:
+    return {c.path: c.action for c in result.changes}
+
+
+def test_a_truncated_manifest_never_overwrites_a_hand_edit_and_force_keeps_a_backup(
+    tmp_path: Path,
+) -> None:
+    root = make_project(tmp_path / "project")
+    edited = (root / MODULE).read_text() + "# my tweak\n"
+    (root / MODULE).write_text(edited)
+    _truncate_manifest(root)
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    assert f"  untracked      {MODULE}  (.opgen/manifest.json cannot be read" in result.stderr
+    assert "pass --force to overwrite it" in result.stderr
+    assert "warning: .opgen/manifest.json cannot be read" in result.stderr
+    assert unchanged_project(before, root)
+    forced = run_cli("generate", "--force", cwd=root)
+    assert forced.exit_code == 0, forced.output
+    assert f"the old file is saved as .opgen/backup/{MODULE}" in forced.output
+    assert (root / ".opgen/backup" / MODULE).read_text() == edited
+    assert "# my tweak" not in (root / MODULE).read_text()
+
+
+def test_a_lost_manifest_reattaches_a_kernel_that_holds_its_scaffold(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    fill_kernel(root)
+    (root / ".opgen/manifest.json").unlink()
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    assert f"  re-attached    {KERNEL}  (re-attached: .opgen/manifest.json is missing" in result.stdout
+    # from now on the kernel merges again: a schema change reaches it, the body stays
+    (root / "ops/foo.toml").write_text(spec(schema=WITH_ALPHA))
+    merged = generate(root)
+    assert _actions(merged)[KERNEL] == "merge"
+    text = (root / KERNEL).read_text()
+    assert "def foo(x: Tensor, alpha: float = 1.0) -> Tensor:\n    y = torch.sin(x)  # user body\n" in text
+
+
+def test_a_lost_manifest_after_a_spec_change_stops_until_the_kernel_is_adopted(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    fill_kernel(root)
+    (root / ".opgen/manifest.json").unlink()
+    (root / "ops/foo.toml").write_text(spec(schema=WITH_ALPHA))
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    assert f"  untracked      {KERNEL}  (.opgen/manifest.json is missing, and this file lacks" in result.stderr
+    assert "`def foo(x: Tensor, alpha: float = 1.0) -> Tensor:`" in result.stderr
+    assert f"`opgen generate --adopt {KERNEL}`" in result.stderr
+    assert "error: nothing was written" in result.stderr
+    assert unchanged_project(before, root)
+    # the user ports the signature by hand, then re-attaches the kernel (--force: the generated
+    # files have no record either, and the user has checked them with --dry-run)
+    path = root / KERNEL
+    path.write_text(path.read_text().replace("def foo(x: Tensor)", "def foo(x: Tensor, alpha: float = 1.0)"))
+    adopted = run_cli("generate", "--force", "--adopt", KERNEL, cwd=root)
+    assert adopted.exit_code == 0, adopted.output
+    assert f"  re-attached    {KERNEL}  (re-attached to the scaffold of ops/foo.toml as it is now (--adopt))" in adopted.stdout
+    (root / "ops/foo.toml").write_text(spec(schema="(Tensor x, float alpha=1.0, int n=2) -> Tensor"))
+    assert _actions(generate(root))[KERNEL] == "merge"
+    text = path.read_text()
+    assert "def foo(x: Tensor, alpha: float = 1.0, n: int = 2) -> Tensor:\n    y = torch.sin(x)  # user body\n" in text
+
+
+def test_adopt_names_only_files_that_are_yours(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    result = run_cli("generate", "--adopt", MODULE, cwd=root)
+    assert result.exit_code == 1
+    assert f"{MODULE}: error: --adopt takes a file that is yours" in result.stderr
+    assert f"files it can adopt: {KERNEL}" in result.stderr
+
+
+def test_a_file_opgen_never_made_is_kept_and_the_report_says_how_to_attach_it(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    (root / "ops").mkdir(parents=True)
+    (root / "opgen.toml").write_text(PROJECT)
+    (root / "ops/foo.toml").write_text(spec())
+    (root / "mylib/kernels").mkdir(parents=True)
+    mine = "def foo(x):\n    return x.sin()\n"
+    (root / KERNEL).write_text(mine)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    assert f"  kept           {KERNEL}  (not created by opgen; left as it is, no merge (`opgen generate --adopt {KERNEL}`" in result.stdout
+    assert (root / KERNEL).read_text() == mine
+
+
+def test_a_backend_switch_and_back_keeps_the_kernel_attached(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    fill_kernel(root)
+    (root / "ops/foo.toml").write_text(spec(backend="cpp"))
+    away = run_cli("generate", cwd=root)
+    assert away.exit_code == 0, away.output
+    assert f"  kept           {KERNEL}  (ops/foo.toml no longer makes this file" in away.stdout
+    assert "is gone" not in away.output
+    assert run_cli("generate", cwd=root).output.count(KERNEL) == 0  # said once, not on every run
+    (root / "ops/foo.toml").write_text(spec(schema=WITH_ALPHA))  # back to python, with a new argument
+    back = generate(root)
+    assert _actions(back)[KERNEL] == "merge", [(c.path, c.action, c.note) for c in back.changes]
+    text = (root / KERNEL).read_text()
+    assert "def foo(x: Tensor, alpha: float = 1.0) -> Tensor:\n    y = torch.sin(x)  # user body\n" in text
+
+
+def test_a_spec_deleted_and_restored_keeps_the_kernel_attached(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    fill_kernel(root)
+    saved = (root / "ops/foo.toml").read_text()
+    (root / "ops/foo.toml").unlink()
+    gone = run_cli("generate", cwd=root)
+    assert gone.exit_code == 0, gone.output
+    assert f"  kept           {KERNEL}  (its spec ops/foo.toml is gone" in gone.stdout
+    (root / "ops/foo.toml").write_text(saved.replace("(Tensor x) -> Tensor", WITH_ALPHA))
+    restored = generate(root)
+    assert _actions(restored)[KERNEL] == "merge"
+    assert "alpha: float = 1.0) -> Tensor:\n    y = torch.sin(x)  # user body\n" in (root / KERNEL).read_text()
