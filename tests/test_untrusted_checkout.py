@@ -536,3 +536,48 @@ def test_a_spec_deleted_and_restored_keeps_the_kernel_attached(tmp_path: Path) -
     restored = generate(root)
     assert _actions(restored)[KERNEL] == "merge"
     assert "alpha: float = 1.0) -> Tensor:\n    y = torch.sin(x)  # user body\n" in (root / KERNEL).read_text()
+
+
+# -- 4. template overrides render in a sandbox ----------------------------------------------------
+
+ESCAPES = [
+    '{% set _ = lipsum.__globals__["os"].system("touch MARKER") %}',
+    '{{ cycler.__init__.__globals__.os.system("touch MARKER") }}',
+    '{{ joiner.__init__.__globals__["os"].system("touch MARKER") }}',
+    '{{ namespace.__init__.__globals__.os.system("touch MARKER") }}',
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ self._TemplateReference__context }}",
+    '{{ op.update({"module": "x"}) }}',
+    '{{ ops.append("x") }}',
+]
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_an_override_cannot_escape_the_sandbox_under_check(tmp_path: Path, escape: str) -> None:
+    """`generate --check` on a pull request must not run the pull request's template code."""
+    root = make_project(tmp_path / "project")
+    marker = tmp_path / "MARKER"
+    template = "tests/test_op.py.j2" if "ops." not in escape else "package/__init__.py.j2"
+    override = root / "templates" / template
+    override.parent.mkdir(parents=True)
+    override.write_text("# an override\n" + escape.replace("MARKER", str(marker)) + "\n")
+    (root / "opgen.toml").write_text(PROJECT + '\n[options]\ntemplates = "templates"\n')
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", "--check", cwd=root)
+    assert result.exit_code == 1, result.output
+    assert f"templates/{template}:2: error: template tried something the sandbox forbids" in result.stderr
+    assert not marker.exists()
+    assert unchanged_project(before, root)
+
+
+def test_an_override_that_is_a_symlink_cannot_pull_in_a_file_from_outside(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("API_KEY = 'do not leak'\n")
+    (root / "templates/tests").mkdir(parents=True)
+    (root / "templates/tests/test_op.py.j2").symlink_to(secret)
+    (root / "opgen.toml").write_text(PROJECT + '\n[options]\ntemplates = "templates"\n')
+    result = run_cli("generate", "--dry-run", cwd=root)
+    assert result.exit_code == 1
+    assert "test_op.py.j2: error: is a symlink" in result.stderr
+    assert "do not leak" not in result.output
