@@ -16,6 +16,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -581,3 +582,129 @@ def test_an_override_that_is_a_symlink_cannot_pull_in_a_file_from_outside(tmp_pa
     assert result.exit_code == 1
     assert "test_op.py.j2: error: is a symlink" in result.stderr
     assert "do not leak" not in result.output
+
+
+# -- 5. bounded input: no hang, no RecursionError, no runaway memory -------------------------------
+
+
+def _opgen_subprocess(root: Path, memory: int | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    def limits() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "opgen", "generate"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=limits,
+    )
+
+
+def _bare_project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "ops").mkdir(parents=True)
+    (root / "opgen.toml").write_text(PROJECT)
+    return root
+
+
+def test_a_fifo_spec_is_refused_without_blocking(tmp_path: Path) -> None:
+    root = _bare_project(tmp_path)
+    os.mkfifo(root / "ops/f.toml")
+    run = _opgen_subprocess(root, timeout=60)  # a blocking read would hang until the timeout
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.startswith("ops/f.toml: error: is a FIFO, not a regular file\n")
+
+
+def test_a_socket_spec_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    root = _bare_project(tmp_path)
+    monkeypatch.chdir(root / "ops")  # a socket's path must be short: bind it relative
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind("s.toml")
+    try:
+        result = run_cli("generate", cwd=root)
+    finally:
+        server.close()
+    assert result.exit_code == 1
+    assert result.stderr.startswith("ops/s.toml: error: is a socket, not a regular file\n")
+
+
+def test_a_spec_over_one_mebibyte_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    root = _bare_project(tmp_path)
+    (root / "ops/big.toml").write_text(spec("big") + "# " + "x" * (1024 * 1024) + "\n")
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert "ops/big.toml: error: is 10" in result.stderr
+    assert "bytes; opgen reads spec files of at most 1048576 bytes (1 MiB)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("a" + ".a" * 5000 + " = 1\n", id="5000 dotted keys"),
+        pytest.param("x = " + "[" * 5000 + "]" * 5000 + "\n", id="5000 arrays"),
+        pytest.param("[" + "a." * 5000 + "a]\n", id="5000-part table header"),
+    ],
+)
+def test_deep_nesting_is_refused_with_file_and_line(tmp_path: Path, text: str) -> None:
+    root = _bare_project(tmp_path)
+    (root / "ops/deep.toml").write_text(spec("deep") + text)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"ops/deep.toml:{spec('deep').count(chr(10)) + 1}: error: nested more than 32 levels deep")
+    assert "RecursionError" not in result.output
+
+
+def test_a_hundred_thousand_levels_are_refused_quickly_in_bounded_memory(tmp_path: Path) -> None:
+    root = _bare_project(tmp_path)
+    deep = "x = " + "{a = " * 100_000 + "1" + "}" * 100_000 + "\n"  # 600 KB
+    (root / "ops/deep.toml").write_text(spec("deep") + deep)
+    start = time.monotonic()
+    run = _opgen_subprocess(root, memory=2 * 1024**3, timeout=120)  # the interpreter needs far less
+    assert time.monotonic() - start < 60  # about a second, mostly the interpreter starting
+    assert run.returncode == 1, run.stderr[-2000:]
+    line = spec("deep").count("\n") + 1
+    assert f"ops/deep.toml:{line}: error: nested more than 32 levels deep" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+# -- 6. `ops` that is not a readable folder is an error, never "no specs" -------------------------
+
+
+def _break_ops(root: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    ops = root / "ops"
+    if how == "a file":
+        shutil.rmtree(ops)
+        ops.write_text("")
+    elif how == "a symlink":
+        ops.rename(root / "specs")
+        ops.symlink_to(root / "specs", target_is_directory=True)
+    else:  # unreadable; as root a chmod would not stop the listing, so the listing fails instead
+        real = os.listdir
+
+        def listdir(path=".") -> list[str]:
+            if Path(path) == ops:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real(path)
+
+        monkeypatch.setattr(os, "listdir", listdir)
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("a file", "ops: error: ops is a file, not a folder"),
+        ("a symlink", "ops: error: ops/ is a symlink"),
+        ("unreadable", "ops: error: cannot list ops/: Permission denied"),
+    ],
+)
+def test_ops_that_is_not_a_readable_folder_removes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, message: str
+) -> None:
+    root = make_project(tmp_path / "project")
+    _break_ops(root, how, monkeypatch)
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(message)
+    assert unchanged_project(before, root)
