@@ -708,3 +708,37 @@ def test_ops_that_is_not_a_readable_folder_removes_nothing(
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(message)
     assert unchanged_project(before, root)
+
+
+# -- 9. what the expression filter promises, and what it does not ---------------------------------
+
+
+def test_the_expression_filter_is_not_a_sandbox_and_says_so() -> None:
+    """A reference may call torch.save: the filter prevents accidents, the spec is trusted code."""
+    import opgen.spec.expr as expr
+
+    allowed = {"x", "torch"}
+    assert expr.check_expression("torch.save(x, 'copy.pt')", allowed, "reference")
+    with pytest.raises(expr.ExprProblem, match="unknown name '__import__'"):
+        expr.check_expression("__import__('os')", allowed, "reference")
+    doc = " ".join((expr.__doc__ or "").split())
+    assert "cannot reach outside the op" not in doc
+    assert "What it does not promise" in doc and "torch.save(x, path)" in doc
+    assert "like a Makefile" in doc
+
+
+def test_the_readme_has_the_trust_and_safety_section() -> None:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Trust and safety\n", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    for claim in (
+        "`opgen generate`, `opgen generate --check` (or `--dry-run`) and `opgen templates list` (or `diff`) are safe to run on a checkout you do not trust",
+        "**Writes stay in the project.**",
+        "**Nothing is deleted that opgen did not generate.**",
+        "**Template overrides are sandboxed**",
+        "**Input is bounded**",
+        "`opgen build`, `opgen test` and `opgen bench` run the checkout's code by design",
+        "`torch.save(x, path)`",
+        "Not covered: another process changing the project while opgen runs",
+    ):
+        assert claim in flat, claim
