@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from opgen.confined import Confined
 from opgen.generate import generate
 from opgen.manifest import digest
 from opgen.new import new_op
@@ -228,6 +227,37 @@ def test_a_symlink_at_any_path_a_command_touches_is_refused(
         assert unchanged_project(before_project, root), "a refused run changed the project"
 
 
+@pytest.mark.parametrize("rel", ["mylib/_generated", "tests/test_foo.py", ".opgen/backup"])
+def test_without_dir_fds_a_symlink_is_refused_the_same_way(
+    prepared: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rel: str
+) -> None:
+    """The lstat-per-folder walk of platforms without `dir_fd` (Windows) refuses the same links."""
+    import opgen.confined
+
+    monkeypatch.setattr(opgen.confined, "_FDS", False)
+    root = tmp_path / "project"
+    shutil.copytree(prepared["conflict"], root, symlinks=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _plant(root, rel, outside)
+    before = snapshot(outside)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1 and f"{rel}: error: " in result.stderr, result.output
+    assert snapshot(outside) == before
+
+
+def test_without_dir_fds_a_run_writes_as_usual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import opgen.confined
+
+    monkeypatch.setattr(opgen.confined, "_FDS", False)
+    root = make_project(tmp_path / "project")
+    fill_kernel(root)
+    (root / "ops/foo.toml").write_text(spec(schema="(Tensor x, float alpha=1.0) -> Tensor"))
+    result = generate(root)
+    assert not result.failed and {c.action for c in result.changes} >= {"merge", "update"}
+    assert "alpha: float = 1.0) -> Tensor:\n    y = torch.sin(x)" in (root / "mylib/kernels/foo.py").read_text()
+
+
 def test_the_build_is_refused_before_ninja_writes_through_a_symlinked_output(
     prepared: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -254,9 +284,11 @@ def _changed_project(tmp_path: Path) -> tuple[Path, dict[str, tuple[str, bytes, 
 
 def _fail_staging_under(monkeypatch: pytest.MonkeyPatch, folder: str, error: int) -> None:
     """Writing any file under `folder` fails as the operating system would (EACCES, ENOSPC)."""
+    from opgen.confined import Confined
+
     real = Confined.stage
 
-    def stage(self: Confined, rel, data: bytes):
+    def stage(self, rel, data: bytes):
         if str(rel).startswith(folder + "/"):
             raise_in = self.parts(rel)
             with self._io("write", raise_in):
@@ -313,10 +345,12 @@ def test_a_failure_between_renames_is_finished_by_the_next_run(
     generate(reference)
     expected = {k: v[1] for k, v in snapshot(reference).items() if not k.startswith(".opgen")}
     root, before = _changed_project(tmp_path / "failing")
+    from opgen.confined import Confined
+
     real = Confined.commit
     calls = [0]
 
-    def commit(self: Confined, staged) -> None:
+    def commit(self, staged) -> None:
         calls[0] += 1
         if calls[0] == 3:  # the journal and one file are renamed, then the disk fails
             with self._io("write", staged.parts):
