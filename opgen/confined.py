@@ -26,6 +26,7 @@ Where the platform has no `dir_fd` (Windows), each folder is checked with
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -162,7 +163,7 @@ class Confined:
 
     def _not_a_file(self, parts: tuple[str, ...], mode: int, doing: tuple[str, ...]) -> OpgenError:
         path = self._path(parts)
-        what = "/".join(doing)
+        what = "" if doing in (parts, (*parts, "")) else f" (while handling {'/'.join(doing)})"
         if stat.S_ISLNK(mode):
             try:
                 target = os.readlink(path)
@@ -171,13 +172,13 @@ class Confined:
             return self._refused(
                 path,
                 f"is a symlink (to {target}): opgen never writes, reads or deletes through a "
-                f"symlink in the project, which could lead outside the project (while handling {what})",
+                f"symlink in the project, which could lead outside the project{what}",
                 "replace the symlink with a real folder or file, or remove it, then run the command again",
             )
         expected = "a folder" if len(parts) < len(doing) else "a regular file"
         return self._refused(
             path,
-            f"is {_kind(mode)}, not {expected} (while handling {what})",
+            f"is {_kind(mode)}, not {expected}{what}",
             "move it away; opgen writes this path itself",
         )
 
@@ -225,7 +226,10 @@ class Confined:
                     raise self._not_a_file(parts[:depth], mode, doing)
                 try:
                     child = folder.child(name)
-                except OSError:  # swapped for a symlink since the lstat above
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    # swapped for a symlink since the lstat above
                     raise self._not_a_file(parts[:depth], stat.S_IFLNK, doing) from None
                 folder.close()
                 folder = child
