@@ -30,14 +30,23 @@ from .generate import GenerateResult
 from .generate import generate as run_generate
 from .ninja import BuildPlan, Toolchain, find_toolchain, plan_build, write_ninja
 from .project import Project, load_project
+from .stamp import collect_inputs, remove_stamp, stale_reason, write_stamp
 from .targets.cpp import (
     REGISTRATION,
     library_file,
 )
 
-__all__ = ["BuildResult", "ProjectBuild", "build_project", "run_build", "foreign_symbols"]
+__all__ = [
+    "BuildResult",
+    "ProjectBuild",
+    "build_project",
+    "run_build",
+    "foreign_symbols",
+    "UP_TO_DATE",
+]
 
 _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
+UP_TO_DATE = "up to date: nothing changed since the last build"
 
 
 def foreign_symbols(library: Path) -> list[str]:
@@ -65,16 +74,35 @@ class BuildResult:
     plan: BuildPlan | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    up_to_date: bool = False  # nothing changed since the last build: nothing ran
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns
 
 
 def run_build(
-    project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False
+    project: Project,
+    jobs: int = 2,
+    check_cuda: bool = False,
+    verbose: bool = False,
+    stamp: bool = True,
 ) -> BuildResult:
-    """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result."""
+    """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result.
+
+    `stamp`: record a successful build in the build stamp (Note [Build stamp]);
+    a build of files that generate may not have brought up to date passes False.
+    """
     start = time.perf_counter()
-    if not any(op.backend == "cpp" for op in project.ops):
-        return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
     root = project.root
+    if not any(op.backend == "cpp" for op in project.ops):
+        if stamp:
+            write_stamp(root, collect_inputs(root), [], None, check_cuda)
+        return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
     missing = [p for p in (REGISTRATION,) if not (root / p).is_file()]
     if missing:
         raise OpgenError(
@@ -85,6 +113,12 @@ def run_build(
     tools = find_toolchain()
     plan = plan_build(project, tools, check_cuda)
     ninja_file = write_ninja(root, plan)
+    # Taken before compiling: a file edited during the build makes the next check stale.
+    inputs = collect_inputs(root)
+    remove_stamp(root)
+    files = ProjectFiles(root)
+    library = files.path(plan.library)
+    linked = _stat(library)
     targets = (
         ["check_cuda"]
         if check_cuda and plan.cuda_sources and tools.nvcc and not plan.cuda_linked
@@ -105,13 +139,12 @@ def run_build(
             notes,
             seconds,
         )
-    files = ProjectFiles(root)
-    library = files.path(plan.library)
     other = library.with_name(
         library_file("classic" if project.config.cpp_target == "stable" else "stable")
     )
     files.unlink(other)  # left by a build for the other cpp_target
-    if project.config.cpp_target == "stable":
+    relinked = _stat(library) != linked
+    if project.config.cpp_target == "stable" and relinked:
         bad = foreign_symbols(library)
         if bad:
             files.unlink(library)
@@ -124,7 +157,11 @@ def run_build(
                 notes,
                 seconds,
             )
-    return BuildResult(True, f"built {plan.library} ({seconds:.1f} s)", plan, notes, seconds)
+    if stamp:
+        outputs = [plan.library] + ([plan.pybind_module] if plan.pybind_module else [])
+        write_stamp(root, inputs, outputs, tools.ninja, check_cuda)
+    summary = f"built {plan.library}" if relinked else f"{plan.library} is up to date"
+    return BuildResult(True, f"{summary} ({seconds:.1f} s)", plan, notes, seconds)
 
 
 def _default_and(extra: list[str], plan: BuildPlan) -> list[str]:
@@ -164,18 +201,24 @@ def build_project(
     check_cuda: bool = False,
     verbose: bool = False,
     generate: bool = True,
+    if_stale: bool = True,
 ) -> ProjectBuild:
     """Regenerate the project at `root` (unless `generate` is False), then compile its C++/CUDA ops.
 
+    With `if_stale`, nothing runs when the build stamp shows nothing changed
+    since the last build (Note [Build stamp]); the result then says up to date.
     A generate run that fails (a conflict, an edited file) stops before the
     compile. Raises OpgenError for an invalid project or a missing toolchain.
     """
+    if if_stale and stale_reason(root, check_cuda) is None:
+        return ProjectBuild(None, BuildResult(True, UP_TO_DATE, up_to_date=True))
     generated = run_generate(root) if generate else None
     if generated is not None and generated.failed:
         return ProjectBuild(
             generated,
             BuildResult(False, "`opgen generate` failed; fix the files above, then build again"),
         )
-    return ProjectBuild(
-        generated, run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose)
+    built = run_build(
+        load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose, stamp=generate
     )
+    return ProjectBuild(generated, built)

@@ -6,6 +6,8 @@ are imported only when a command runs, so that `opgen --help` stays fast.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from .commands import bench, build, generate, new, templates, test
@@ -24,4 +26,6 @@ for _command in (generate, new, test, build, templates, bench):
 
 
 def main() -> None:
+    if build.answer_up_to_date(sys.argv[1:]):  # Note [Build stamp]: a no-op build, answered fast
+        return
     app()
