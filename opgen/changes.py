@@ -106,6 +106,7 @@ class Change:
     new: str | None
     entry: Entry | None  # manifest entry after the change; None removes it
     note: str = ""
+    backup: bool = False  # save the user's version first (edits inside a fence that opgen rewrites)
 
     @property
     def writes(self) -> bool:

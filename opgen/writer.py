@@ -17,7 +17,7 @@ from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .manifest import MANIFEST_FILE, Entry, Manifest, digest
-from .merge import has_conflict_markers, merge3
+from .merge import FENCE_MARK, has_conflict_markers, merge3
 from .targets import GENERATED_MARK, Owner
 
 __all__ = [
@@ -194,16 +194,24 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
             previous,
             f"still has conflict markers; resolve them (your version before the merge is in {BACKUP_DIR}/{item.path})",
         )
-    if previous.base == scaffold:
+    if previous.base == scaffold and FENCE_MARK not in current:
         return Change(item.path, Action.UNCHANGED, current, current, previous)
+    # An unchanged scaffold still rewrites the fences the user edited (Note [Fenced regions]).
     result = merge3(
         previous.base, current, scaffold, theirs_label=f"opgen (new scaffold from {item.source})"
     )
     if result.text == current:
-        return Change(item.path, Action.UNCHANGED, current, current, entry(current))
+        unchanged = previous if previous.base == scaffold else entry(current)
+        return Change(item.path, Action.UNCHANGED, current, current, unchanged)
     if result.conflicts:
         note = f"{result.conflicts} conflict(s): resolve the <<<<<<< markers; your version before the merge is saved as {BACKUP_DIR}/{item.path}"
         return Change(item.path, Action.CONFLICT, current, result.text, entry(result.text), note)
+    if result.replaced:
+        fenced = ", ".join(f"`opgen: {name}`" for name in result.replaced)
+        note = f"rewrote the {fenced} lines you edited (they follow the spec: change it instead); your version is saved as {BACKUP_DIR}/{item.path}"
+        return Change(
+            item.path, Action.MERGE, current, result.text, entry(result.text), note, backup=True
+        )
     # a file the user never edited takes the new scaffold as it is: nothing of theirs was merged
     action = Action.UPDATE if _same(current, previous.base) else Action.MERGE
     return Change(item.path, action, current, result.text, entry(result.text))
@@ -251,7 +259,7 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
         files.write_text(MANIFEST_FILE, manifest.dumps())
     for change in changes:
         files.sweep_temporaries(change.path)
-        if change.action is Action.CONFLICT and change.old is not None:
+        if (change.action is Action.CONFLICT or change.backup) and change.old is not None:
             _backup(files, change.path, change.old)
         if change.writes and change.new is not None:
             files.write_text(change.path, change.new)
