@@ -30,11 +30,25 @@ def test_new_op_works_and_its_tests_pass(tmp_path):
     assert "0 created, 0 updated, 0 merged" in check.output
 
 
-def test_custom_schema_stub_says_what_to_edit(tmp_path):
+def test_custom_schema_starts_with_a_working_copy(tmp_path):
+    """Note [Starter bodies]: `opgen new --schema` writes a copy-through kernel and a matching placeholder reference."""
     result = run_cli("new", "mylib::scale", "--schema", "(Tensor x, float alpha=1.0) -> Tensor", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     spec = (tmp_path / "ops" / "scale.toml").read_text()
     assert 'schema = "(Tensor x, float alpha=1.0) -> Tensor"' in spec
+    assert 'reference = "x.clone()"  # placeholder' in spec
+    assert "    return x.clone()\n" in (tmp_path / "mylib" / "kernels" / "scale.py").read_text()
+    assert "next: `opgen test`" in result.output and "fill in" not in result.output
+    run = _pytest(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout and "failed" not in run.stdout
+
+
+def test_schema_without_a_starter_says_what_to_edit(tmp_path):
+    """Only an optional tensor to read: no copy-through, so the stub says what to write."""
+    result = run_cli("new", "mylib::scale", "--schema", "(Tensor? x, float alpha=1.0) -> Tensor", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "next: fill in mylib/kernels/scale.py, then `opgen test`" in result.output
     run = _pytest(tmp_path)
     assert run.returncode != 0
     assert "not implemented: edit" in run.stdout and "kernels/scale.py" in run.stdout

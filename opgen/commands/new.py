@@ -32,10 +32,11 @@ def new(
     except OpgenError as exc:
         raise fail(exc, cwd) from None
     report(made.generated)
-    typer.echo(
-        "next: fill in the kernel, then `opgen test`"
-        + (" after `opgen build`" if made.backend == "cpp" else "")
-    )
+    if made.to_fill:
+        typer.echo(f"next: fill in {' and '.join(made.to_fill)}, then `opgen test`")
+    else:
+        yours = " and ".join([made.spec, *made.kernels])
+        typer.echo(f"next: `opgen test` (it builds first), then make the op yours: {yours}")
 
 
 def register(app: typer.Typer) -> None:
