@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import opgen
 
 from _support import run_cli
 
@@ -25,6 +28,7 @@ def test_new_op_works_and_its_tests_pass(tmp_path):
     run = _pytest(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert " passed" in run.stdout and "failed" not in run.stdout
+    assert "warning" not in run.stdout, run.stdout  # torch's own deprecation warnings are filtered
     check = run_cli("generate", "--check", cwd=tmp_path)
     assert check.exit_code == 0, check.output
     assert "0 created, 0 updated, 0 merged" in check.output
@@ -84,6 +88,15 @@ def test_generate_outside_a_project_fails_clearly(tmp_path):
     result = run_cli("generate", cwd=tmp_path)
     assert result.exit_code == 1
     assert "no opgen.toml" in result.output
+
+
+def test_version_and_help_without_type_placeholders():
+    version = subprocess.run([sys.executable, "-m", "opgen", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout == f"opgen {opgen.__version__}\n"
+    for command in ([], ["new"], ["generate"], ["build"], ["test"], ["bench"], ["templates"], ["templates", "eject"]):
+        help_text = run_cli(*command, "--help", cwd=Path.cwd()).output
+        assert "Usage:" in help_text, command
+        assert not re.search(r"<(bool|str|int|float|path|list)", help_text, re.I), (command, help_text)
 
 
 def test_python_m_opgen_runs():

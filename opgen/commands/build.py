@@ -14,7 +14,9 @@ UP_TO_DATE = "opgen: up to date: nothing changed since the last build"
 
 
 def build(
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = 2,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Parallel compile jobs.", metavar="N")
+    ] = 2,
     check_cuda: Annotated[
         bool,
         typer.Option(

@@ -20,7 +20,9 @@ Force = Annotated[
 ]
 Templates = Annotated[
     Path | None,
-    typer.Option("--templates", help="Template folder searched before the built-ins."),
+    typer.Option(
+        "--templates", help="Template folder searched before the built-ins.", metavar="DIR"
+    ),
 ]
 
 
