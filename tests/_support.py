@@ -26,6 +26,10 @@ def run_cli(*args: str, cwd: Path):
         os.chdir(old)
 
 
+def has_nvcc() -> bool:
+    return shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").is_file()
+
+
 def copy_project(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "build", "*.so", "lock"))
     return dst

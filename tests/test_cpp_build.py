@@ -12,6 +12,8 @@ from opgen.build import foreign_symbols
 
 from _cpp_support import opgen, python
 
+pytestmark = pytest.mark.slow  # compiles C++
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import opgen
 
 from _support import run_cli
@@ -18,6 +20,7 @@ def _pytest(project: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_new_op_works_and_its_tests_pass(tmp_path):
     result = run_cli("new", "mylib::foo", cwd=tmp_path)
     assert result.exit_code == 0, result.output
@@ -34,6 +37,7 @@ def test_new_op_works_and_its_tests_pass(tmp_path):
     assert "0 created, 0 updated, 0 merged" in check.output
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_custom_schema_starts_with_a_working_copy(tmp_path):
     """Note [Starter bodies]: `opgen new --schema` writes a copy-through kernel and a matching placeholder reference."""
     result = run_cli("new", "mylib::scale", "--schema", "(Tensor x, float alpha=1.0) -> Tensor", cwd=tmp_path)
@@ -48,6 +52,7 @@ def test_custom_schema_starts_with_a_working_copy(tmp_path):
     assert " passed" in run.stdout and "failed" not in run.stdout
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_schema_without_a_starter_says_what_to_edit(tmp_path):
     """Only an optional tensor to read: no copy-through, so the stub says what to write."""
     result = run_cli("new", "mylib::scale", "--schema", "(Tensor? x, float alpha=1.0) -> Tensor", cwd=tmp_path)

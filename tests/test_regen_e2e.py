@@ -26,6 +26,7 @@ def _add_alpha(root: Path, spec: str) -> None:
     path.write_text(text.replace("(Tensor x) -> Tensor", "(Tensor x, float alpha=1.0) -> Tensor"))
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_python_op_keeps_its_body_through_a_schema_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _opgen(tmp_path, monkeypatch, "new", "mylib::foo").exit_code == 0
     kernel = tmp_path / "mylib/kernels/foo.py"
