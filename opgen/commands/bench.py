@@ -121,7 +121,7 @@ def bench(
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1) from None
-    _print(run.results, overhead, stat)
+    _print(run.results, overhead, stat, quick)
     for note in run.skipped:
         err(f"skipped {note}")
     _write(
@@ -136,15 +136,17 @@ def bench(
         raise typer.Exit(1)
 
 
-def _print(results: list[Result], overhead: bool, stat: str) -> None:
-    from ..bench.report import op_table, overhead_table
+def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False) -> None:
+    from ..bench.report import noisy_warnings, op_table, overhead_table, stat_note
 
-    what = "median of timing blocks" if stat == "median" else "fastest timing block"
+    note = stat_note(stat, rounds=1 if quick and not overhead else 3)
+    for warning in noisy_warnings(results):
+        err(f"warning: {warning}")
     if overhead:
-        typer.echo(f"1-element float32 calls, no input requires grad; time per call ({what})\n")
+        typer.echo(f"1-element float32 calls, no input requires grad; {note}\n")
         typer.echo(overhead_table(results, stat))
         return
-    typer.echo(f"every implementation allocates its outputs; time per call ({what})\n")
+    typer.echo(f"every implementation allocates its outputs; {note}\n")
     groups: dict[tuple[str, str], list] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)
