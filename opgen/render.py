@@ -24,18 +24,11 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
+from .builtin_templates import builtin_templates_dir
 from .confined import Confined
 from .errors import Diagnostic, OpgenError
 
 __all__ = ["builtin_templates_dir", "Renderer"]
-
-
-def builtin_templates_dir() -> Path:
-    """Installed wheels carry templates inside the package; a checkout keeps them at the top."""
-    packaged = Path(__file__).parent / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "templates"
 
 
 class _OverrideLoader(jinja2.BaseLoader):

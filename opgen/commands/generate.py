@@ -28,12 +28,15 @@ Adopt = Annotated[
         "--adopt",
         help="Re-attach a kernel (or setup.py) whose record was lost: opgen takes it as up to date "
         "with its spec as it is now and merges later spec changes into it. Repeatable.",
+        metavar="FILE",
         show_default=False,
     ),
 ]
 Templates = Annotated[
     Path | None,
-    typer.Option("--templates", help="Template folder searched before the built-ins."),
+    typer.Option(
+        "--templates", help="Template folder searched before the built-ins.", metavar="DIR"
+    ),
 ]
 
 

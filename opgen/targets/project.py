@@ -81,7 +81,7 @@ def collect_artifacts(
     config, ops = project.config, project.ops
     shared = functools.cache(lambda: project_context(config, ops))
     cpp_contexts = {
-        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op)))
+        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
         for op in ops
         if op.backend == "cpp"
     }
