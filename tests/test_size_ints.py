@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from opgen.generate import generate
 from opgen.new import new_op
 
@@ -84,6 +86,7 @@ def test_opgen_new_warns_for_an_int_argument_and_keeps_the_schema(tmp_path: Path
     assert not plain.generated.spec_warnings
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_generated_dynamic_shape_test_fails_for_an_int_size(tmp_path: Path):
     _project(tmp_path)
     assert generate(tmp_path).written
