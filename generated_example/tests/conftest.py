@@ -23,3 +23,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
     )
+    # Forward-mode AD (torch.func.jvp, forward_ad) loads torch's jvp decompositions, which call
+    # the deprecated torch.jit.script: torch's code again.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+    )
