@@ -66,7 +66,16 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
     """
     problems: list[Diagnostic] = []
     pkg = config.package
-    for rel in (OPS_DIR, "tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc"):
+    for rel in (
+        OPS_DIR,
+        "tests",
+        STATE_DIR,
+        pkg,
+        f"{pkg}/_generated",
+        f"{pkg}/kernels",
+        f"{pkg}/sharding_rules",
+        "csrc",
+    ):
         path = root / rel
         if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(root):
             problems.append(

@@ -14,6 +14,7 @@ from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
 from .python import op_module_artifact, python_kernel_artifact, test_artifact
+from .sharding import sharding_artifacts, sharding_rule_artifact
 
 __all__ = ["collect_artifacts", "package_artifacts"]
 
@@ -73,6 +74,7 @@ def collect_artifacts(
 
     package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
+    artifacts += sharding_artifacts(config, ops, package_base)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
@@ -95,4 +97,6 @@ def collect_artifacts(
         else:
             artifacts += cpp_op_artifacts(config, op, base, fresh)
         artifacts.append(test_artifact(config, op, base))
+        if op.sharding is not None and op.sharding.rule == "custom":
+            artifacts.append(sharding_rule_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)
