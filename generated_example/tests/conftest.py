@@ -3,6 +3,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = Path(__file__).resolve().parent.parent
 
 # The project root holds the `example_ops` package; make it importable
@@ -15,3 +17,19 @@ sys.path.insert(0, str(_ROOT))
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-ee1020d5cd80")
 )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "distributed: runs on 2 gloo processes (the DTensor sharding tests)"
+    )
+
+
+@pytest.fixture(scope="session")
+def dist_pool():
+    """The 2 processes every distributed test of this session runs on, started on first use."""
+    from example_ops._dist_pool import DistPool
+
+    pool = DistPool(world_size=2)
+    yield pool
+    pool.close()
