@@ -131,10 +131,10 @@ def _keeping(qualname: str, rule: Rule, mutated: dict[str, int]) -> Rule:
                 not isinstance(placement, Shard) or arg.shape[placement.dim] >= arg.mesh.size()
             )
             if not kept or not shardable:
-                offered = sorted({str(s[1][index]) for s in strategies})
+                offered = sorted({repr(s[1][index]) for s in strategies})
                 why = "" if shardable else f" (dim {placement.dim} is smaller than the mesh)"
                 raise NotImplementedError(
-                    f"{qualname}: the mutated argument `{name}` is {placement}{why}, which this rule "
+                    f"{qualname}: the mutated argument `{name}` is {placement!r}{why}, which this rule "
                     f"cannot keep: redistribute it to one of {', '.join(offered)} before the call"
                 )
             strategies = kept

@@ -112,9 +112,7 @@ def sharding_context(ops: Sequence[OpSpec]) -> dict[str, Any]:
         "matmul": "matmul" in rules,
         "keeping": any(op.mutated for op in sharded),
     }
-    partial = helpers["matmul"] or any(
-        "sum" in op.sharding.outputs for op in sharded if op.sharding is not None
-    )
+    partial = helpers["matmul"] or helpers["rowwise"]
     names = ["DTensor"] * bool(key_fixes) + ["Partial"] * partial + ["Placement"]
     names += ["Replicate"] * helpers["replicated"]
     names += ["Shard"] * any(helpers[k] for k in ("elementwise", "rowwise", "matmul", "keeping"))
