@@ -72,6 +72,13 @@ class DistPool:
         self._procs: list[Any] = []
         self._conns: list[mpc.Connection] = []
         self._store: Any = None
+        self._ready = False  # every rank has said it is ready
+
+    def launch(self) -> None:
+        """Start the ranks without waiting for them (they take seconds to import torch)."""
+        if not self._procs or not all(p.is_alive() for p in self._procs):
+            self.close()
+            self._spawn()
 
     def run(
         self,
@@ -81,9 +88,10 @@ class DistPool:
         **kwargs: Any,
     ) -> list[Any]:
         """`fn(mesh, *args, **kwargs)` on every rank; the results, by rank."""
-        if not self._procs or not all(p.is_alive() for p in self._procs):
-            self.close()
-            self._start()
+        self.launch()
+        if not self._ready:
+            self._gather("starting the ranks", READY_TIMEOUT_S)
+            self._ready = True
         for conn in self._conns:
             conn.send((fn, args, kwargs))
         return self._gather(f"{fn.__module__}.{fn.__qualname__}", timeout_s)
@@ -105,9 +113,9 @@ class DistPool:
                 proc.join(timeout=5)
         for conn in self._conns:
             conn.close()
-        self._procs, self._conns, self._store = [], [], None
+        self._procs, self._conns, self._store, self._ready = [], [], None, False
 
-    def _start(self) -> None:
+    def _spawn(self) -> None:
         import torch.distributed as dist
 
         ctx = mp.get_context("spawn")  # fork is unsafe once torch has started threads
@@ -132,7 +140,6 @@ class DistPool:
             self._procs.append(proc)
             self._conns.append(ours)
         self.starts += 1
-        self._gather("starting the ranks", READY_TIMEOUT_S)
 
     def _gather(self, what: str, timeout_s: float) -> list[Any]:
         """One reply per rank. Raises, closing the pool unless every rank answered, on any error, death or timeout."""

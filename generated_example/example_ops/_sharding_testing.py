@@ -26,13 +26,16 @@ from ._testing import materialize, tolerances
 
 __all__ = ["check_sharded"]
 
-# Placements of one case, one per positional argument (None where it is not a tensor).
+# The placements of one call, one per positional argument (None where it is not a tensor).
 Inputs = tuple[Any, ...]
+# Input placements and the output placements the rule must give for them; None where the
+# rule may refuse them (DTensor redistributes the inputs to a pair the rule offers).
+Table = list[tuple[Inputs, Any]]
 
 
 @dataclass(frozen=True)
 class Case:
-    """Inputs placed so, the op gives one of `outcomes` (each a placement per output); none: it must refuse."""
+    """Inputs placed so, the op's outputs are placed as one of `outcomes`; no outcome: the call must refuse."""
 
     inputs: Inputs
     outcomes: tuple[tuple[Any, ...], ...]
@@ -47,7 +50,7 @@ def _placed(args: Sequence[Any], placement: Any) -> Inputs:
     return tuple(placement(a) if _is_tensor(a) else None for a in args)
 
 
-def _elementwise_table(args: Sequence[Any], outputs: int) -> list[tuple[Inputs, Any]]:
+def _elementwise_table(args: Sequence[Any], outputs: int) -> Table:
     from torch.distributed.tensor import Replicate, Shard
 
     shape = torch.broadcast_shapes(*(a.shape for a in args if _is_tensor(a)))
@@ -62,7 +65,7 @@ def _elementwise_table(args: Sequence[Any], outputs: int) -> list[tuple[Inputs, 
     return table
 
 
-def _rowwise_table(args: Sequence[Any], outputs: Sequence[str]) -> list[tuple[Inputs, Any]]:
+def _rowwise_table(args: Sequence[Any], outputs: Sequence[str]) -> Table:
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     rows = next(a for a in args if _is_tensor(a))
@@ -75,13 +78,12 @@ def _rowwise_table(args: Sequence[Any], outputs: Sequence[str]) -> list[tuple[In
         placed = tuple(Shard(dim) if kind == "rows" else Partial() for kind in outputs)
         table.append((rows_at(Shard(dim)), placed))
     if rows.ndim:
-        table.append(
-            (rows_at(Shard(rows.ndim - 1)), None)
-        )  # each rank would normalise part of a row
+        # Refused: each rank would normalise part of a row.
+        table.append((rows_at(Shard(rows.ndim - 1)), None))
     return table
 
 
-def _matmul_table(args: Sequence[Any]) -> list[tuple[Inputs, Any]]:
+def _matmul_table(args: Sequence[Any]) -> Table:
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     first, second = [i for i, a in enumerate(args) if _is_tensor(a)]
@@ -99,7 +101,7 @@ def _matmul_table(args: Sequence[Any]) -> list[tuple[Inputs, Any]]:
     ]
 
 
-def _replicate_table(args: Sequence[Any], outputs: int) -> list[tuple[Inputs, Any]]:
+def _replicate_table(args: Sequence[Any], outputs: int) -> Table:
     from torch.distributed.tensor import Replicate, Shard
 
     ndim = max(a.ndim for a in args if _is_tensor(a))
@@ -110,9 +112,7 @@ def _replicate_table(args: Sequence[Any], outputs: int) -> list[tuple[Inputs, An
     return table
 
 
-def _custom_table(
-    name: str, args: Sequence[Any], kwargs: dict[str, Any], mesh: Any
-) -> list[tuple[Inputs, Any]]:
+def _custom_table(name: str, args: Sequence[Any], kwargs: dict[str, Any], mesh: Any) -> Table:
     """The user's own pairs, asked with replicated inputs (the global shapes are what a rule sees)."""
     from torch.distributed.tensor import Replicate, distribute_tensor
 
@@ -124,10 +124,8 @@ def _custom_table(
     ]
     table = []
     for outputs, inputs in sharding.RULES[name](*specs, **kwargs):
-        inputs = tuple(inputs) + (None,) * (
-            len(args) - len(inputs)
-        )  # trailing non-tensors may be left out
-        table.append((inputs, tuple(outputs)))
+        # A rule may leave out the None of trailing arguments that are not tensors.
+        table.append((tuple(inputs) + (None,) * (len(args) - len(inputs)), tuple(outputs)))
     return table
 
 
@@ -138,12 +136,12 @@ def _shardable(args: Sequence[Any], inputs: Inputs, world: int) -> bool:
     return all(not isinstance(p, Shard) or a.shape[p.dim] >= world for a, p in zip(args, inputs))
 
 
-def _probed(table: list[tuple[Inputs, Any]], args: Sequence[Any]) -> list[tuple[Inputs, Any]]:
+def _probed(table: Table, args: Sequence[Any]) -> Table:
     """The table, plus every tensor sharded on each dim where it has no such entry.
 
     A rule need not accept those placements, but DTensor must still reach one
-    of the table's outcomes from them; they also catch a sharding decision
-    cached for another call (Note [Sharding cache key] in sharding.py).
+    of the table's outcomes from them. They also catch a sharding decision that
+    DTensor cached for a call with other non-tensor arguments.
     """
     from torch.distributed.tensor import Replicate, Shard
 
@@ -157,9 +155,7 @@ def _probed(table: list[tuple[Inputs, Any]], args: Sequence[Any]) -> list[tuple[
     return table + probes
 
 
-def _cases(
-    table: list[tuple[Inputs, Any]], args: Sequence[Any], mutated: Sequence[int], world: int
-) -> Iterator[Case]:
+def _cases(table: Table, args: Sequence[Any], mutated: Sequence[int], world: int) -> Iterator[Case]:
     table = _probed(table, args)
     allowed = tuple(outcome for _, outcome in table if outcome is not None)
     if not mutated:
@@ -167,8 +163,8 @@ def _cases(
             exact = outcome is not None and _shardable(args, inputs, world)
             yield Case(inputs, (outcome,) if exact else allowed)
         return
-    # A mutated argument keeps its placement (Note [Mutated argument keeps its placement] in
-    # sharding.py): try each placement it can have against each pair of the table.
+    # A mutated argument must keep its placement (were it redistributed, the op would write
+    # into a temporary): try each placement it can have against each entry of the table.
     keeps = [inputs for inputs, outcome in table if outcome is not None]
     placements = list(dict.fromkeys(inputs[i] for inputs, _ in table for i in mutated))
     for inputs, _ in table:
@@ -187,7 +183,7 @@ def _table(
     outputs: Sequence[str],
     returns: int,
     mesh: Any,
-) -> list[tuple[Inputs, Any]]:
+) -> Table:
     if rule == "elementwise":
         return _elementwise_table(args, returns)
     if rule == "rowwise":
@@ -280,8 +276,8 @@ class Reference:
 
 
 @dataclass(frozen=True)
-class Run:
-    """One call of the op (or its wrapper) on DTensors."""
+class SampleRun:
+    """One sample's arguments, called on DTensors case by case (through the op, then its wrapper)."""
 
     mesh: Any
     args: list[Any]
@@ -373,11 +369,11 @@ def check_sharded(
     atol: float | None = None,
     rtol: float | None = None,
 ) -> int:
-    """Every sample under every case of the op's rule, through the op and through `wrapper`.
+    """Every sample under every case of the op's rule (once per sample also through `wrapper`).
 
     Each case distributes the inputs, calls the op, checks the output placements
     (Note [Promise tables]) and compares `full_tensor()` with the op on whole
-    tensors in this process, then (through the op) the gradients. A mutated
+    tensors in this process, then the gradients. A mutated
     argument must keep its placement and hold the op's result. Returns the
     number of cases run; at least one must shard a dim that the mesh does not
     divide evenly.
@@ -393,16 +389,20 @@ def check_sharded(
         where = [i for i, n in enumerate(names[: len(args)]) if n in mutated]
         _same_on_every_rank(args, index)
         reference = Reference.of(op, args, kwargs, where, bool(differentiable))
-        run = Run(mesh, args, kwargs, where, names, tolerances(dtype, atol, rtol))
+        run = SampleRun(mesh, args, kwargs, where, names, tolerances(dtype, atol, rtol))
         table = _table(rule, name, args, kwargs, outputs, len(op._schema.returns), mesh)
         shapes = [tuple(a.shape) for a in args if _is_tensor(a)]
+        wrapped = False
         for case in _cases(table, args, where, world):
             label = f"{name}, sample {index + 1} (shapes {shapes}), inputs {list(case.inputs)}"
-            for fn in (op, wrapper):
+            # The typed wrapper calls the same op: once per sample, on sharded inputs, shows it passes DTensors through.
+            sharded = case.outcomes and not all(p is None or p.is_replicate() for p in case.inputs)
+            for fn in (op, wrapper) if sharded and not wrapped else (op,):
                 if case.outcomes:
                     run.check(fn, case, reference, label, backward=fn is op)
                 else:
                     run.refused(fn, case, label)
+            wrapped = wrapped or bool(sharded)
             checked += 1
             uneven += bool(case.outcomes) and _uneven(args, case.inputs, world)
     assert checked, f"{name}: no sample to check"
