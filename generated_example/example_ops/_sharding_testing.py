@@ -373,7 +373,9 @@ def check_sharded(
 
     Each case distributes the inputs, calls the op, checks the output placements
     (Note [Promise tables]) and compares `full_tensor()` with the op on whole
-    tensors in this process, then the gradients. A mutated
+    tensors in this process, then the gradients. The op itself is the reference:
+    whatever differs comes from sharding (its own tests compare it with the
+    spec's reference, and the spec need not have one). A mutated
     argument must keep its placement and hold the op's result. Returns the
     number of cases run; at least one must shard a dim that the mesh does not
     divide evenly.
