@@ -10,8 +10,9 @@
 * `normalize_unkeyed` is `normalize` without the widened cache key
   (Note [Sharding cache key]): its rule depends on a bool argument.
 
-`scale` (elementwise, with a gradient), `rms_norm` (rowwise, mutating, the
-schema of vLLM's rms_norm with `out` for `result`) and `normalize` are right.
+`scale` (elementwise, with a gradient), `rms_norm` and `fused_add_rms_norm`
+(rowwise and mutating, with vLLM's schemas; `out` for `result`, a name opgen
+keeps for gradient formulas) and `normalize` are right.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ SPECS = {
         "weight = {shape = [4]}\nepsilon = 1e-3\n",
         "out.copy_(input * torch.rsqrt(input.pow(2).mean(-1, keepdim=True) + epsilon) * weight)",
     ),
+    "fused_add_rms_norm": (
+        '(Tensor input, Tensor residual, Tensor weight, float epsilon) -> ()',
+        'checks = ["residual.shape == input.shape"]',
+        "rowwise",
+        "[[test.samples]]\ninput = {shape = [5, 4]}\nresidual = {shape = [5, 4]}\n"
+        "weight = {shape = [4]}\nepsilon = 1e-6\n",
+        "residual.add_(input); input.copy_(residual * torch.rsqrt(residual.pow(2).mean(-1, keepdim=True) + epsilon) * weight)",
+    ),
 }
 # The same shape twice: only `last` tells the two samples apart.
 _NORMALIZE = (
@@ -60,6 +69,8 @@ _NORMALIZE = (
     "return x - x.mean(dim=-1 if last else 0, keepdim=True)",
 )
 SPECS["normalize"] = SPECS["normalize_unkeyed"] = _NORMALIZE
+
+MUTATES = {"rms_norm": ["out"], "fused_add_rms_norm": ["input", "residual"]}
 
 CUSTOM_RULES = {
     # Wrong on purpose: Shard(1) splits the rows that rownorm centres.
@@ -87,7 +98,7 @@ def _spec(name: str) -> str:
     schema, fake, rule, samples, _ = SPECS[name]
     return (
         f'name = "shard::{name}"\nschema = "{schema}"\n'
-        + ('mutates = ["out"]\n' if "Tensor out" in schema else "")
+        + (f"mutates = {MUTATES[name]!r}\n".replace("'", '"') if name in MUTATES else "")
         + ('\n[grad]\nx = "grad * alpha"\n' if name == "scale" else "")
         + f"\n[fake]\n{fake}\n\n[sharding]\nrule = \"{rule}\"\n\n"
         + f'[test]\ndtypes = ["float64"]\n\n{samples}'

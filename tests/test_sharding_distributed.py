@@ -51,10 +51,12 @@ def _outcomes(project: Path, *args: str) -> dict[str, str]:
 def test_the_generated_tests_catch_each_wrong_rule_and_pass_the_right_ones(project: Path) -> None:
     outcomes = _outcomes(project, "tests/test_sharding.py")
     assert sorted(outcomes) == sorted(
-        f"test_{name}[dtype0]" for name in ("center", "normalize", "normalize_unkeyed", "rms_norm", "rownorm", "scale")
+        f"test_{name}[dtype0]"
+        for name in ("center", "fused_add_rms_norm", "normalize", "normalize_unkeyed", "rms_norm", "rownorm", "scale")
     )
-    for name in ("test_scale[dtype0]", "test_rms_norm[dtype0]", "test_normalize[dtype0]"):
-        assert outcomes[name] == "", outcomes[name][-3000:]
+    for name in ("scale", "rms_norm", "fused_add_rms_norm", "normalize"):
+        failure = outcomes[f"test_{name}[dtype0]"]
+        assert failure == "", failure[-3000:]
     # A rule allowing Shard on the normalised last dim: DTensor follows it, the values are wrong.
     assert re.search(r"shard::rownorm, .*inputs \[Shard\(dim=1\)\], output 0: Tensor-likes are not close", outcomes["test_rownorm[dtype0]"])
     # A rule promising a Shard output for an op that must replicate: the placement check fails.
@@ -81,7 +83,7 @@ def test_the_marker_selects_the_distributed_tests(project: Path) -> None:
     )
     tests = [line for line in listed.stdout.splitlines() if "::" in line]
     assert tests and all(t.startswith("tests/test_sharding.py::") for t in tests), listed.stdout
-    assert len(tests) == 6 and "deselected" in listed.stdout
+    assert len(tests) == 7 and "deselected" in listed.stdout
 
 
 @pytest.fixture(scope="module")

@@ -289,9 +289,12 @@ class SampleRun:
     def distribute(self, case: Case) -> list[Any]:
         from torch.distributed.tensor import distribute_tensor
 
+        # A copy: rank 0's shards may share memory with the tensor, and a mutating op writes into them.
         return [
             (
-                distribute_tensor(a.detach(), self.mesh, [p]).requires_grad_(a.requires_grad)
+                distribute_tensor(a.detach().clone(), self.mesh, [p]).requires_grad_(
+                    a.requires_grad
+                )
                 if _is_tensor(a)
                 else a
             )
