@@ -22,6 +22,7 @@ __all__ = [
     "Sample",
     "TestSpec",
     "BenchSpec",
+    "ShardingSpec",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
@@ -29,6 +30,8 @@ __all__ = [
     "CPP_TARGETS",
     "REGISTRATIONS",
     "VMAP_RULES",
+    "SHARDING_RULES",
+    "ROW_OUTPUTS",
 ]
 
 BACKENDS = ("python", "cpp")
@@ -37,6 +40,11 @@ CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
 # Note [Batching rules] in opgen/api/transforms.py says what each rule does.
 VMAP_RULES = ("elementwise", "leading", "custom", "loop", "none")
+SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+ROW_OUTPUTS = (
+    "rows",
+    "sum",
+)  # how a row-wise op's output is placed: like the rows, or a partial sum
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,18 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ShardingSpec:
+    """`[sharding]`: the op's DTensor sharding rule (see opgen/spec/sharding.py).
+
+    `outputs` (row-wise rules only) says, per returned tensor, whether it is
+    sharded like the rows (`rows`) or a partial sum over them (`sum`).
+    """
+
+    rule: str
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     path: Path
     namespace: str
@@ -191,6 +211,7 @@ class OpSpec:
     vmap_leading: tuple[str, ...] = ()
     autocast: tuple[tuple[str, str], ...] = ()  # (device, dtype), in the spec's order
     tags: tuple[str, ...] = ()
+    sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

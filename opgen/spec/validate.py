@@ -17,16 +17,17 @@ from .model import (
     OpSpec,
     ProjectConfig,
 )
-from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
+from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .samples import build_test
 from .schema import parse_schema
+from .sharding import build_sharding
 from .transforms import build_autocast, build_jvp, build_tags, build_vmap
 
 __all__ = ["build_op_spec", "SPEC_KEYS"]
 
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
-    "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags".split()
+    "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags sharding".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
 
@@ -86,6 +87,13 @@ def _parse_name(
         sink.error(
             line,
             f"op name {op!r} is reserved: the generated module uses it",
+            "choose another op name",
+        )
+        ok = False
+    if ok and op in PACKAGE_MODULES:
+        sink.error(
+            line,
+            f"op name {op!r} is taken: the package has a module {config.package}.{op}",
             "choose another op name",
         )
         ok = False
@@ -192,7 +200,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
         parsed = parse_schema(sink, doc, data["schema"], mutates)
     tables = {}
-    for key in ("grad", "fake", "test", "bench", "jvp"):
+    for key in ("grad", "fake", "test", "bench", "jvp", "sharding"):
         value = data.get(key, {})
         if not isinstance(value, dict):
             sink.error(
@@ -220,6 +228,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     vmap, vmap_leading = build_vmap(sink, doc, data, args, rets)
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
+    sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
     if (
         parsed_name is not None
         and parsed_name[2]
@@ -250,6 +259,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         vmap_leading=vmap_leading,
         autocast=autocast,
         tags=tags,
+        sharding=sharding,
         lines=dict(doc.lines),
         **values,
     )

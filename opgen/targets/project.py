@@ -29,6 +29,7 @@ from .python import (
     test_path,
     vmap_rule_artifact,
 )
+from .sharding import sharding_artifacts, sharding_generated_paths, sharding_rule_artifact
 
 __all__ = [
     "collect_artifacts",
@@ -102,6 +103,7 @@ def collect_artifacts(
 
     package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
+    artifacts += sharding_artifacts(config, ops, package_base)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
@@ -126,6 +128,8 @@ def collect_artifacts(
         if op.vmap == "custom":
             artifacts.append(vmap_rule_artifact(config, op, base))
         artifacts.append(test_artifact(config, op, base))
+        if op.sharding is not None and op.sharding.rule == "custom":
+            artifacts.append(sharding_rule_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)
 
 
@@ -144,6 +148,8 @@ def generated_patterns(config: ProjectConfig) -> list[str]:
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
+    modules, test, custom = sharding_generated_paths(package)
+    patterns += [*modules, test, custom]
     return sorted(set(patterns))
 
 
