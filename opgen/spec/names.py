@@ -46,7 +46,11 @@ RESERVED_OP_NAMES = frozenset(
     "torch math F Tensor Sequence once_differentiable annotations "
     "_kernels _handle _lib _fake _backward _setup_context "
     # the wrapper's bindings (Note [Autograd fast path])
-    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
+    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude "
+    # the autograd.Function, Autograd kernel and batching rule (Note [One autograd.Function per op])
+    "_apply _autograd _vmap _batching _rule _library _below_autograd _needs_autograd _plain_apply "
+    "_plain_apply_of _redispatch _redispatch_of _refuse_under_transforms _op_instead "
+    "_AFTER_AUTOGRAD _FORWARD_AD _NO_GRAD _NO_JVP _LISTS _RETURNS _RETURN_LISTS".split()
 )
 
 # Modules of the generated package that `import <package>.<name>` reaches: the package's
