@@ -98,20 +98,20 @@ class _LayerNormFunction(torch.autograd.Function):
         bias_t = tangents[2]
         return (
             (
-                (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                ((x - x.mean(-1, keepdim=True)).square().mean(-1, keepdim=True) + eps).rsqrt()
                 * (x_t - x_t.mean(-1, keepdim=True))
                 - (x - x.mean(-1, keepdim=True))
-                * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
-                * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                * ((x - x.mean(-1, keepdim=True)).square().mean(-1, keepdim=True) + eps).rsqrt()
+                * ((x - x.mean(-1, keepdim=True)).square().mean(-1, keepdim=True) + eps).rsqrt()
                 * (
                     (x - x.mean(-1, keepdim=True))
-                    * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+                    * ((x - x.mean(-1, keepdim=True)).square().mean(-1, keepdim=True) + eps).rsqrt()
                     * x_t
                 ).mean(-1, keepdim=True)
             )
             * weight
             + (x - x.mean(-1, keepdim=True))
-            * (x.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+            * ((x - x.mean(-1, keepdim=True)).square().mean(-1, keepdim=True) + eps).rsqrt()
             * weight_t
             + bias_t
         )
