@@ -2,6 +2,9 @@
 
 Each command lives in `opgen/commands/`; heavy modules (torch, black, jinja2)
 are imported only when a command runs, so that `opgen --help` stays fast.
+Help and usage errors are printed as plain text: typer's rich formatting
+imports rich and markdown-it, which alone cost about as much as the rest of
+`opgen --help`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 for _command in (generate, new, test, build, templates, bench):
