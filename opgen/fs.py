@@ -27,8 +27,12 @@ STATE_DIR = ".opgen"
 _STATE_IGNORE = "lock\nbackup/\ncache/\n"
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash leaves old or new, never half."""
+def atomic_write(path: Path, text: str) -> os.stat_result:
+    """Write via a temporary file and rename, so a crash leaves old or new, never half.
+
+    Returns the stat of the file written (the rename keeps its size, mtime and
+    inode), taken before anyone else could change it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -36,12 +40,14 @@ def atomic_write(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+            info = os.fstat(handle.fileno())
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return info
 
 
 class ProjectFiles:
@@ -49,10 +55,39 @@ class ProjectFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self._prefix = str(self.root) + os.sep
+        # project-relative folders already found to be real folders inside the project
+        self._inside: set[str] = set()
 
     def path(self, rel: str | Path) -> Path:
         """The absolute path of `rel` (project-relative, or absolute inside the project); refuses a way out."""
-        target = self.root / rel
+        return Path(self.locate(rel))
+
+    def locate(self, rel: str | Path) -> str:
+        """`path` as a string: the same check, without building a `Path` (cheap enough per file).
+
+        A plain relative path is checked component-wise: its folder once per
+        run (remembered only when it exists, a real folder inside the
+        project), its last component with one lstat. Anything else takes
+        the full `resolve()`.
+        """
+        text = os.fspath(rel)
+        folder, _, name = text.rpartition("/")
+        parts = text.split("/")
+        if os.path.isabs(text) or os.sep != "/" or ".." in parts or "" in parts[:-1]:
+            return self._resolved(self.root / rel)
+        if folder and folder not in self._inside:
+            real = os.path.realpath(self._prefix + folder)
+            if not (real + os.sep).startswith(self._prefix) or not os.path.isdir(real):
+                return self._resolved(self.root / rel)
+            if real == self._prefix + folder:  # no symlink on the way: remember it
+                self._inside.add(folder)
+        full = self._prefix + text
+        if name and os.path.islink(full):
+            return self._resolved(Path(full))
+        return full
+
+    def _resolved(self, target: Path) -> str:
         if not target.resolve().is_relative_to(self.root):
             raise OpgenError(
                 Diagnostic(
@@ -62,7 +97,7 @@ class ProjectFiles:
                     "remove the symlink or fix the path",
                 )
             )
-        return target
+        return str(target)
 
     def read_text(self, rel: str | Path) -> str | None:
         """The file exactly as it is (no newline translation), or None when absent."""
@@ -86,9 +121,9 @@ class ProjectFiles:
         """Whether the (confined) path exists."""
         return self.path(rel).exists()
 
-    def write_text(self, rel: str | Path, text: str) -> None:
-        """Write atomically, creating the folders on the way."""
-        atomic_write(self.path(rel), text)
+    def write_text(self, rel: str | Path, text: str) -> os.stat_result:
+        """Write atomically, creating the folders on the way; the stat of the file written."""
+        return atomic_write(self.path(rel), text)
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
         """Rename `src` to `dst`, replacing it; both inside the project."""

@@ -10,8 +10,9 @@ journal] in manifest.py.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
@@ -22,6 +23,7 @@ from .targets import GENERATED_MARK, Owner
 
 __all__ = [
     "Rendered",
+    "Disk",
     "plan_changes",
     "apply_changes",
     "needs_writing",
@@ -32,18 +34,82 @@ __all__ = [
 BACKUP_DIR = f"{STATE_DIR}/backup"
 
 
-@dataclass(frozen=True)
 class Rendered:
-    """One artifact as rendered and formatted, ready to plan against the disk and the manifest."""
+    """One artifact as rendered and formatted, ready to plan against the disk and the manifest.
 
-    path: str
-    owner: Owner
-    source: str
-    content: str  # the render: a generated file's text, a user file's scaffold (its merge base)
-    render_sha: str = ""
-    initial: str | None = (
-        None  # a fresh user file's first text when it differs from the scaffold (a starter body)
-    )
+    `content` is a generated file's text or a user file's scaffold (its merge
+    base); `initial` a fresh user file's first text when it differs from the
+    scaffold (a starter body). An output the run did not render (Note
+    [Generate cache] in inputs.py) is known by `sha`, the digest of its text,
+    until the plan needs the text itself: then `load` provides it.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        owner: Owner,
+        source: str,
+        content: str | None = None,
+        render_sha: str = "",
+        initial: str | None = None,
+        *,
+        sha: str | None = None,
+        load: Callable[[], str] | None = None,
+    ) -> None:
+        if content is None and (sha is None or load is None):
+            raise ValueError("a Rendered needs its content, or its digest and a way to load it")
+        self.path = path
+        self.owner = owner
+        self.source = source
+        self.render_sha = render_sha
+        self.initial = initial
+        self._content = content
+        self._sha = sha
+        self._load = load
+
+    @property
+    def content(self) -> str:
+        if self._content is None:
+            assert self._load is not None
+            self._content = self._load()
+        return self._content
+
+    @property
+    def sha(self) -> str:
+        """The digest of `content` (Note [Manifest journal] compares files by it)."""
+        if self._sha is None:
+            self._sha = digest(self.content)
+        return self._sha
+
+    def __repr__(self) -> str:
+        return f"Rendered({self.path!r}, {self.owner.value}, sha={self.sha[:12]})"
+
+
+class Disk(Protocol):
+    """What the plan reads of the project: files' texts, or only their digests when that suffices."""
+
+    def read(self, rel: str) -> str | None:
+        """The file's text; None when it is not there."""
+        ...
+
+    def digest(self, rel: str) -> str | None:
+        """The digest of the file's text; None when it is not there."""
+        ...
+
+
+class _PlainDisk:
+    def __init__(self, files: ProjectFiles) -> None:
+        self.files = files
+        self._texts: dict[str, str | None] = {}
+
+    def read(self, rel: str) -> str | None:
+        if rel not in self._texts:
+            self._texts[rel] = self.files.read_text(rel)
+        return self._texts[rel]
+
+    def digest(self, rel: str) -> str | None:
+        text = self.read(rel)
+        return None if text is None else digest(text)
 
 
 def _same(a: str, b: str) -> bool:
@@ -56,27 +122,30 @@ def plan_changes(
     manifest: Manifest,
     force: bool = False,
     sources: Mapping[str, str] | None = None,
+    disk: Disk | None = None,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
 
     `sources` are new project files (path -> text) that `opgen new` composed: a
     spec, and `opgen.toml` for a new project. They are created, never tracked.
+    `disk` reads the files (by default straight from `files`); a generated file
+    whose digest matches the render is unchanged without its text being read.
+    An unchanged generated file's change carries no texts (`old`, `new` None).
     """
+    disk = disk or _PlainDisk(files)
     changes = [
-        _plan_source(path, text, files.read_text(path))
-        for path, text in sorted((sources or {}).items())
+        _plan_source(path, text, disk.read(path)) for path, text in sorted((sources or {}).items())
     ]
     wanted = {r.path for r in rendered}
     for item in rendered:
-        current = files.read_text(item.path)
         previous = manifest.files.get(item.path)
         if item.owner is Owner.GENERATED:
-            changes.append(_plan_generated(item, current, previous, force))
+            changes.append(_plan_generated(item, disk, previous, force))
         else:
-            changes.append(_plan_user(item, current, previous))
+            changes.append(_plan_user(item, disk.read(item.path), previous))
     for path, entry in sorted(manifest.files.items()):
         if path not in wanted:
-            changes.append(_plan_orphan(path, entry, files.read_text(path), force))
+            changes.append(_plan_orphan(path, entry, disk.read(path), force))
     return changes
 
 
@@ -118,15 +187,16 @@ def _plan_orphan(path: str, entry: Entry, current: str | None, force: bool) -> C
     return Change(path, Action.REMOVE, current, None, None)
 
 
-def _plan_generated(
-    item: Rendered, current: str | None, previous: Entry | None, force: bool
-) -> Change:
-    entry = Entry(Owner.GENERATED, item.source, digest(item.content), item.render_sha)
-    if current is None:
+def _plan_generated(item: Rendered, disk: Disk, previous: Entry | None, force: bool) -> Change:
+    entry = Entry(Owner.GENERATED, item.source, item.sha, item.render_sha)
+    current_sha = disk.digest(item.path)
+    if current_sha is None:
         return Change(item.path, Action.CREATE, None, item.content, entry)
-    if _same(current, item.content):
-        return Change(item.path, Action.UNCHANGED, current, current, entry)
-    ours = previous is not None and digest(current) == previous.sha256
+    if current_sha == item.sha:  # digests ignore CRLF vs LF, as `_same` does
+        return Change(item.path, Action.UNCHANGED, None, None, entry)
+    current = disk.read(item.path)
+    assert current is not None
+    ours = previous is not None and current_sha == previous.sha256
     unknown_but_generated = previous is None and GENERATED_MARK in current[:300]
     if ours or unknown_but_generated:
         return Change(item.path, Action.UPDATE, current, item.content, entry)
@@ -156,7 +226,7 @@ def _plan_user(item: Rendered, current: str | None, previous: Entry | None) -> C
         return Entry(
             Owner.USER,
             item.source,
-            digest(scaffold),
+            item.sha,
             item.render_sha,
             base=scaffold,
             written=digest(written),
@@ -241,27 +311,61 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
     return files.read_text(MANIFEST_FILE) != _settled(manifest, changes).dumps()
 
 
-def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
-    """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal]."""
+Written = Callable[[str, os.stat_result | None, str | None], None]
+
+
+def apply_changes(
+    files: ProjectFiles, changes: list[Change], manifest: Manifest, written: Written | None = None
+) -> None:
+    """Write every change, then the manifest; call under `files.lock()`. Note [Manifest journal].
+
+    `written(path, stat, text)` hears of every file written (its stat and text)
+    or removed (None, None).
+    """
+
+    def write(rel: str, text: str) -> None:
+        info = files.write_text(rel, text)
+        if written is not None:
+            written(rel, info, text)
+
     manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
     manifest.pending.update(
         {c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None}
     )
     if manifest.pending:
-        files.write_text(MANIFEST_FILE, manifest.dumps())
+        write(MANIFEST_FILE, manifest.dumps())
+    _sweep_temporaries(files, changes)
     for change in changes:
-        files.sweep_temporaries(change.path)
         if change.action is Action.CONFLICT and change.old is not None:
             _backup(files, change.path, change.old)
         if change.writes and change.new is not None:
-            files.write_text(change.path, change.new)
+            write(change.path, change.new)
         elif change.action is Action.REMOVE:
             files.unlink(change.path)
+            if written is not None:
+                written(change.path, None, None)
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()
     if files.read_text(MANIFEST_FILE) != text:
-        files.write_text(MANIFEST_FILE, text)
+        write(MANIFEST_FILE, text)
+
+
+def _sweep_temporaries(files: ProjectFiles, changes: list[Change]) -> None:
+    """Remove what a killed `atomic_write` of any of these files left, listing each folder once."""
+    by_folder: dict[str, list[str]] = {}
+    for change in changes:
+        folder, _, name = change.path.rpartition("/")
+        by_folder.setdefault(folder, []).append(name)
+    for folder, names in by_folder.items():
+        try:
+            present = os.listdir(files.path(folder or "."))
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+        leftovers = [n for n in present if n.startswith(".") and n.endswith(".tmp")]
+        for name in names:
+            if any(n.startswith(f".{name}.") for n in leftovers):
+                files.sweep_temporaries(f"{folder}/{name}" if folder else name)
 
 
 def unified_diff(change: Change) -> str:

@@ -64,7 +64,7 @@ class _Killed(BaseException):
 def _count_writes(root: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     calls = []
     real = fs.atomic_write
-    monkeypatch.setattr(fs, "atomic_write", lambda path, text: (calls.append(path), real(path, text)))
+    monkeypatch.setattr(fs, "atomic_write", lambda path, text: (calls.append(path), real(path, text))[1])
     generate(root)
     monkeypatch.setattr(fs, "atomic_write", real)
     return len(calls)
@@ -81,11 +81,11 @@ def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.
         real = fs.atomic_write
         count = [0]
 
-        def dying(path: Path, text: str, count: list[int] = count, kill_at: int = kill_at, real=real) -> None:
+        def dying(path: Path, text: str, count: list[int] = count, kill_at: int = kill_at, real=real) -> os.stat_result:
             if count[0] == kill_at:
                 raise _Killed
             count[0] += 1
-            real(path, text)
+            return real(path, text)
 
         monkeypatch.setattr(fs, "atomic_write", dying)
         with pytest.raises(_Killed):

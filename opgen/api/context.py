@@ -16,7 +16,7 @@ from .devices import DISPATCH_KEYS
 from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 from .imports import module_imports, test_imports, testing_names
 
-__all__ = ["op_context", "project_context", "ops_list", "spec_path"]
+__all__ = ["op_context", "project_context", "package_context", "ops_list", "spec_path"]
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
@@ -117,14 +117,26 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
     }
 
 
-def project_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
-    """The `project` variables: computed once per run, shared by every template."""
+def project_context(config: ProjectConfig) -> dict[str, Any]:
+    """The `project` variables of every template: opgen.toml's values only.
+
+    Note [Generate cache] in inputs.py: an op's files are rendered again only
+    when its spec (or a spec it calls) changes, so what its templates receive
+    may not depend on the other ops; `package_context` adds what does.
+    """
     return {
         "namespace": config.namespace,
         "package": config.package,
         "compile_backend": config.compile_backend,
         "cpp_target": config.cpp_target,
         "torch_target_version": config.torch_target_version,
+    }
+
+
+def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
+    """The `project` variables of project-wide templates: also what depends on every op."""
+    return {
+        **project_context(config),
         "has_cpp": any(op.backend == "cpp" for op in ops),
         "schema_digest": _schema_digest(ops),
     }

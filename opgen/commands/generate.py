@@ -18,6 +18,9 @@ DryRun = Annotated[
 Force = Annotated[
     bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")
 ]
+Timings = Annotated[
+    bool, typer.Option("--timings", help="Print the seconds each stage took (to stderr).")
+]
 Templates = Annotated[
     Path | None,
     typer.Option("--templates", help="Template folder searched before the built-ins."),
@@ -25,12 +28,17 @@ Templates = Annotated[
 
 
 def generate(
-    check: Check = False, dry_run: DryRun = False, force: Force = False, templates: Templates = None
+    check: Check = False,
+    dry_run: DryRun = False,
+    force: Force = False,
+    templates: Templates = None,
+    timings: Timings = False,
 ) -> None:
     """Regenerate every op of the project from its spec."""
     from ..changes import Action
     from ..errors import OpgenError
     from ..generate import generate as run
+    from ..stages import Stages
     from ..writer import unified_diff
 
     root = project_root()
@@ -43,6 +51,8 @@ def generate(
             if change.action is not Action.EDITED:
                 typer.echo(unified_diff(change), nl=False)
     report(result, check=check, dry_run=dry_run)
+    if timings:
+        err(f"opgen: {Stages.line_of(result.timings)}")
     if check and result.stale:
         err("error: generated files are out of date; run `opgen generate`")
         raise typer.Exit(1)

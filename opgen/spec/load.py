@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import Diagnostic, OpgenError
 
-__all__ = ["LoadedToml", "load_toml"]
+__all__ = ["LoadedToml", "load_toml", "read_text"]
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_\-.]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=""")
@@ -105,7 +105,7 @@ def _toml_hint(message: str) -> str:
 def load_toml(path: Path, text: str | None = None) -> LoadedToml:
     """Parse `path` (or `text`, the content it is about to have); a syntax error becomes a diagnostic at its line."""
     if text is None:
-        text = _read_text(path)
+        text = read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -125,7 +125,8 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
     return LoadedToml(path, data, _scan_lines(text))
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The file's text; an unreadable file or one that is not UTF-8 becomes a diagnostic."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
