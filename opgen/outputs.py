@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .cache import GenerateCache
-from .format import format_python
+from .format import FormatJob, format_many, is_black_stable
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
 from .render import Renderer
@@ -67,19 +67,6 @@ class _Outputs:
             text = entry.base if entry is not None else None
         return text if text is not None and digest(text) == sha else None
 
-    def formatted(self, artifact: Artifact, raw: str, sha: str) -> str:
-        """`raw` formatted; the last formatted text when the render is unchanged since."""
-        if not artifact.is_python:
-            return raw
-        previous = self._previous_format(artifact.path, sha)
-        if previous is not None:
-            known = self.known_text(artifact, previous)
-            if known is not None:
-                return known
-        template = str(self.renderer.template_path(artifact.template))
-        with self.stages("format"):
-            return format_python(raw, template, artifact.path)
-
     def _previous_format(self, path: str, sha: str) -> str | None:
         """The digest of the formatted text of the same render, from the cache or the manifest."""
         record = self.cache.outputs.get(path) if self.cache is not None else None
@@ -90,19 +77,65 @@ class _Outputs:
             return entry.sha256
         return None
 
-    def render(self, artifact: Artifact) -> Rendered:
+    def _unformatted(self, artifact: Artifact, raw: str, sha: str) -> str | None:
+        """`raw` as it is written when black need not run on it; None when it must.
+
+        Not Python: as it is. The same render as last time: the text formatted
+        then. A built-in template's output with no line over 100 columns:
+        as it is (Note [Black-stable output] in api/pyexpr.py).
+        """
+        if not artifact.is_python:
+            return raw
+        previous = self._previous_format(artifact.path, sha)
+        if previous is not None:
+            known = self.known_text(artifact, previous)
+            if known is not None:
+                return known
+        if self.renderer.is_builtin(artifact.template) and is_black_stable(raw):
+            return raw
+        return None
+
+    def render_all(self, artifacts: Sequence[Artifact]) -> list[Rendered]:
+        """Render `artifacts`; those that need black are formatted together (in parallel if many)."""
         with self.stages("render"):
-            raw = self.renderer.render(artifact.template, artifact.context)
-            initial = None
-            if artifact.make_initial_context is not None:
-                initial = self.renderer.render(artifact.template, artifact.make_initial_context())
-        sha = render_sha(raw)
-        text = self.formatted(artifact, raw, sha)
-        if initial is not None and artifact.is_python:
+            raws = [self._raw(a) for a in artifacts]
+        jobs: list[FormatJob] = []
+        decided = []
+        for artifact, (raw, initial) in zip(artifacts, raws, strict=True):
             template = str(self.renderer.template_path(artifact.template))
-            with self.stages("format"):
-                initial = format_python(initial, template, artifact.path)
-        return Rendered(artifact.path, artifact.owner, artifact.source, text, sha, initial)
+            sha = render_sha(raw)
+            text = self._unformatted(artifact, raw, sha)
+            if text is None:
+                jobs.append(FormatJob(raw, template, artifact.path))
+            initial_needs_black = (
+                initial is not None
+                and artifact.is_python
+                and not (self.renderer.is_builtin(artifact.template) and is_black_stable(initial))
+            )
+            if initial is not None and initial_needs_black:
+                jobs.append(FormatJob(initial, template, artifact.path))
+            decided.append((artifact, sha, text, initial, initial_needs_black))
+        with self.stages("format"):
+            formatted = iter(format_many(jobs))
+        result = []
+        for artifact, sha, text, initial, initial_needs_black in decided:
+            text = next(formatted) if text is None else text
+            initial = next(formatted) if initial_needs_black else initial
+            result.append(
+                Rendered(artifact.path, artifact.owner, artifact.source, text, sha, initial)
+            )
+        return result
+
+    def _raw(self, artifact: Artifact) -> tuple[str, str | None]:
+        raw = self.renderer.render(artifact.template, artifact.context)
+        initial = None
+        if artifact.make_initial_context is not None:
+            initial = self.renderer.render(artifact.template, artifact.make_initial_context())
+        return raw, initial
+
+    def render(self, artifact: Artifact) -> Rendered:
+        """One artifact rendered and formatted."""
+        return self.render_all([artifact])[0]
 
     def skipped(self, artifact: Artifact, record: Mapping[str, str]) -> Rendered:
         """An output whose key is unchanged: its text is loaded only if the plan needs it."""
@@ -134,16 +167,15 @@ def render_outputs(
 ) -> list[Rendered]:
     """Every artifact rendered and formatted, except those whose key matches the cache's. Reads only."""
     outputs = _Outputs(files, manifest, cache, templates, stages or Stages())
-    result: list[Rendered] = []
+    skipped: dict[str, Rendered] = {}
     for artifact in artifacts:
         record = cache.outputs.get(artifact.path) if cache is not None and keys else None
         fresh = artifact.make_initial_context is not None
         if record is not None and keys is not None and record.get("key") == keys.get(artifact.path):
             if not fresh and isinstance(record.get("sha"), str):
-                result.append(outputs.skipped(artifact, record))
-                continue
-        result.append(outputs.render(artifact))
-    return result
+                skipped[artifact.path] = outputs.skipped(artifact, record)
+    rendered = iter(outputs.render_all([a for a in artifacts if a.path not in skipped]))
+    return [skipped[a.path] if a.path in skipped else next(rendered) for a in artifacts]
 
 
 def remember_outputs(

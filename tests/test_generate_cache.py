@@ -78,13 +78,13 @@ class _Counts:
             (inputs, "combine"),
         ):
             self._count(monkeypatch, module, name)
-        real_render = outputs._Outputs.render
+        real_render = outputs._Outputs._raw
 
         def render(self_, artifact):
             self.rendered.append(artifact.path)
             return real_render(self_, artifact)
 
-        monkeypatch.setattr(outputs._Outputs, "render", render)
+        monkeypatch.setattr(outputs._Outputs, "_raw", render)
 
     def _count(self, monkeypatch: pytest.MonkeyPatch, module, name: str) -> None:
         real = getattr(module, name)
