@@ -152,15 +152,16 @@ class _Run:
     sources: dict[str, str]
 
     def regenerate(self, manifest: Manifest) -> GenerateResult:
-        # Imported here: a run that replays a settled plan needs none of this (see the docstring).
-        from .keys import artifact_keys
-        from .outputs import remember_outputs, render_outputs
-        from .overrides import override_warnings
-        from .project import load_project
-        from .render import builtin_templates_dir
-        from .targets.project import collect_artifacts
-
         files, cache, stages = self.files, self.cache, self.stages
+        with stages("load"):
+            # Imported here: a run that replays a settled plan needs none of this (see the docstring).
+            from .keys import artifact_keys
+            from .outputs import remember_outputs, render_outputs
+            from .overrides import override_warnings
+            from .project import load_project
+            from .render import builtin_templates_dir
+            from .targets.project import collect_artifacts
+
         with stages("validate"):
             project = load_project(files.root, self.sources, cache)
         with stages("load"):
