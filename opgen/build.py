@@ -12,6 +12,9 @@ CPU code is compiled with -O3 -fopenmp and no -march flags: kernels that want
 AVX2 use function multiversioning (`__attribute__((target("avx2,fma")))`)
 behind a runtime CPU check, so the library runs on any x86-64.
 
+CUDA sources are compiled with the toolkit of Note [CUDA toolchain] and
+linked as Note [CUDA build modes] decides (planned in ninja.py).
+
 CUDA sources are compiled and linked only when nvcc is present and torch was
 built with CUDA. Otherwise `--check-cuda` still compile-checks every `.cu`
 with nvcc (no GPU needed) and nothing CUDA is linked.
@@ -28,7 +31,7 @@ from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .generate import GenerateResult
 from .generate import generate as run_generate
-from .ninja import BuildPlan, Toolchain, find_toolchain, plan_build, write_ninja
+from .ninja import BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from .project import Project, load_project
 from .targets.cpp import (
     REGISTRATION,
@@ -68,7 +71,11 @@ class BuildResult:
 
 
 def run_build(
-    project: Project, jobs: int = 2, check_cuda: bool = False, verbose: bool = False
+    project: Project,
+    jobs: int = 2,
+    check_cuda: bool = False,
+    verbose: bool = False,
+    cpu_only: bool = False,
 ) -> BuildResult:
     """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result."""
     start = time.perf_counter()
@@ -82,21 +89,18 @@ def run_build(
                 root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"
             )
         )
-    tools = find_toolchain()
-    plan = plan_build(project, tools, check_cuda)
+    wants_cuda = any("cuda" in op.devices for op in project.ops if op.backend == "cpp")
+    tools = find_toolchain(cuda=wants_cuda and not cpu_only)
+    plan = plan_build(project, tools, check_cuda, cpu_only)
     ninja_file = write_ninja(root, plan)
-    targets = (
-        ["check_cuda"]
-        if check_cuda and plan.cuda_sources and tools.nvcc and not plan.cuda_linked
-        else []
-    )
+    targets = ["check_cuda"] if plan.cuda_mode is CudaMode.CHECK else []
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
         command.append("-v")
     # -k 0: report every file that fails to compile, not only the first.
     status = subprocess.call(command + ["-k", "0"] + _default_and(targets, plan), cwd=root)
     seconds = time.perf_counter() - start
-    notes = plan.notes + _cuda_notes(plan, tools, check_cuda)
+    notes = plan.notes
     if status != 0:
         return BuildResult(
             False,
@@ -133,18 +137,6 @@ def _default_and(extra: list[str], plan: BuildPlan) -> list[str]:
     return [plan.library] + ([plan.pybind_module] if plan.pybind_module else []) + extra
 
 
-def _cuda_notes(plan: BuildPlan, tools: Toolchain, check_cuda: bool) -> list[str]:
-    if not plan.cuda_sources or plan.cuda_linked:
-        return []
-    why = "nvcc was not found" if tools.nvcc is None else "torch was built without CUDA"
-    if check_cuda and tools.nvcc:
-        return [
-            f"CUDA: {why}; compile-checked {len(plan.cuda_sources)} .cu file(s) with nvcc, linked none"
-        ]
-    hint = " (pass --check-cuda to compile-check them with nvcc)" if tools.nvcc else ""
-    return [f"CUDA skipped: {why}; {len(plan.cuda_sources)} .cu file(s) not built{hint}"]
-
-
 @dataclass
 class ProjectBuild:
     """`opgen build` as a library call returns it: the generate run (if any) and the build."""
@@ -164,6 +156,7 @@ def build_project(
     check_cuda: bool = False,
     verbose: bool = False,
     generate: bool = True,
+    cpu_only: bool = False,
 ) -> ProjectBuild:
     """Regenerate the project at `root` (unless `generate` is False), then compile its C++/CUDA ops.
 
@@ -177,5 +170,8 @@ def build_project(
             BuildResult(False, "`opgen generate` failed; fix the files above, then build again"),
         )
     return ProjectBuild(
-        generated, run_build(load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose)
+        generated,
+        run_build(
+            load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose, cpu_only=cpu_only
+        ),
     )

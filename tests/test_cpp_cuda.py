@@ -17,7 +17,7 @@ from _support import EXAMPLE, copy_project
 
 _NO_NVCC = shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file()
 # CI must compile every .cu: there a missing nvcc fails these tests instead of skipping them.
-pytestmark = pytest.mark.skipif(_NO_NVCC and not os.environ.get("CI"), reason="nvcc is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_NO_NVCC and not os.environ.get("CI"), reason="nvcc is not installed")]
 
 
 def _check_cuda(root: Path) -> subprocess.CompletedProcess:

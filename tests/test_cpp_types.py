@@ -95,6 +95,7 @@ def built_types(request, tmp_path_factory):
     return request.param, root
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_every_type_compiles_and_unboxes(built_types):
     """The kernels are stubs: reaching their "not implemented" check proves the arguments unboxed."""
     target, root = built_types
@@ -104,6 +105,7 @@ def test_every_type_compiles_and_unboxes(built_types):
     assert result.stdout.split() == ["unboxed", "alltypes", "unboxed", "listret", "unboxed", "outop"]
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_library_symbols(built_types):
     """Note [Build layout]: a stable build imports only C shim functions; a classic one uses ATen's C++ API."""
     target, root = built_types
@@ -113,6 +115,7 @@ def test_library_symbols(built_types):
         assert any(s.startswith(("c10::", "at::")) for s in foreign_symbols(root / "typ" / "_C.so"))
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_pybind_module(built_types):
     target, root = built_types
     if target != "classic":
@@ -140,6 +143,7 @@ print("fast path" if hasattr(module, "_exclude") else "direct call")
 """
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_backward_refusal(built_types):
     """Note [Backward refusal]: classic registers it in C++ and the wrapper calls straight through; stable in Python."""
     target, root = built_types

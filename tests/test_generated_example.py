@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from _support import EXAMPLE, run_cli
 
 
@@ -13,6 +15,7 @@ def test_generated_example_is_up_to_date():
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow  # builds the CUDA kernels with nvcc where it is installed
 def test_generated_example_tests_pass():
     if any('backend = "cpp"' in p.read_text() for p in (EXAMPLE / "ops").glob("*.toml")):
         build = subprocess.run([sys.executable, "-m", "opgen", "build"], cwd=EXAMPLE, capture_output=True, text=True, timeout=900)

@@ -18,6 +18,10 @@ def build(
             help="Compile-check .cu files with nvcc even when CUDA cannot be linked.",
         ),
     ] = False,
+    cpu_only: Annotated[
+        bool,
+        typer.Option("--cpu-only", help="Build only the CPU kernels, even for a CUDA torch."),
+    ] = False,
     generate: Annotated[
         bool, typer.Option("--generate/--no-generate", help="Run `opgen generate` first.")
     ] = True,
@@ -32,7 +36,12 @@ def build(
     root = project_root()
     try:
         outcome = build_project(
-            root, jobs=jobs, check_cuda=check_cuda, verbose=verbose, generate=generate
+            root,
+            jobs=jobs,
+            check_cuda=check_cuda,
+            verbose=verbose,
+            generate=generate,
+            cpu_only=cpu_only,
         )
     except OpgenError as exc:
         raise fail(exc, root) from None
