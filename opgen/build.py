@@ -22,6 +22,7 @@ with nvcc (no GPU needed) and nothing CUDA is linked.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -31,14 +32,22 @@ from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .generate import GenerateResult
 from .generate import generate as run_generate
-from .ninja import BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
+from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from .project import Project, load_project
 from .targets.cpp import (
     REGISTRATION,
     library_file,
 )
 
-__all__ = ["BuildResult", "ProjectBuild", "build_project", "run_build", "foreign_symbols"]
+__all__ = [
+    "BuildResult",
+    "ProjectBuild",
+    "build_project",
+    "run_build",
+    "foreign_symbols",
+    "ninja_outputs",
+    "confine_outputs",
+]
 
 _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
 
@@ -93,6 +102,7 @@ def run_build(
     tools = find_toolchain(cuda=wants_cuda and not cpu_only)
     plan = plan_build(project, tools, check_cuda, cpu_only)
     ninja_file = write_ninja(root, plan)
+    confine_outputs(ProjectFiles(root), plan.ninja_text)
     targets = ["check_cuda"] if plan.cuda_mode is CudaMode.CHECK else []
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
@@ -129,6 +139,41 @@ def run_build(
                 seconds,
             )
     return BuildResult(True, f"built {plan.library} ({seconds:.1f} s)", plan, notes, seconds)
+
+
+_BUILD_LINE = re.compile(r"build ((?:[^:$\n]|\$.)+):\s*(\S+)")
+
+
+def ninja_outputs(ninja_text: str) -> list[str]:
+    """Every file a ninja file makes ninja write: its outputs, and the depfiles of compile rules."""
+    outputs: list[str] = []
+    for match in _BUILD_LINE.finditer(ninja_text):
+        names, rule = match.groups()
+        if rule == "phony":
+            continue
+        for name in re.split(r"(?<!\$) ", names.strip()):
+            path = re.sub(r"\$(.)", r"\1", name)
+            outputs.append(path)
+            if rule in ("cxx", "nvcc"):
+                outputs.append(f"{path}.d")
+    return outputs
+
+
+def confine_outputs(files: ProjectFiles, ninja_text: str) -> None:
+    """Before ninja runs: every file it writes is a regular file (or none yet) in real folders.
+
+    ninja and the compilers it runs write outside opgen's confined path
+    (Note [Confined writes] in confined.py), so their outputs are checked
+    first: `build/` and every folder on the way to an output are made here
+    (refusing a symlink), and an output that is a symlink, a folder or a FIFO
+    stops the build with a diagnostic. A symlink swapped in while ninja runs
+    is out of scope.
+    """
+    for rel in [f"{BUILD_DIR}/.ninja_log", f"{BUILD_DIR}/.ninja_deps", *ninja_outputs(ninja_text)]:
+        folder = rel.rpartition("/")[0]
+        if folder:
+            files.mkdir(folder)
+        files.exists(rel)  # refuses a symlink, folder or FIFO in the output's place
 
 
 def _default_and(extra: list[str], plan: BuildPlan) -> list[str]:

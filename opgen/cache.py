@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +46,12 @@ class GenerateCache:
         """
         empty = cls(folder, env)
         try:
-            path = files.path(CACHE_FILE)
-            stamp = os.stat(path).st_mtime_ns
-            data = json.loads(path.read_text(encoding="utf-8"))
+            info = files.stat(CACHE_FILE)
+            text = files.read_text(CACHE_FILE) if info is not None else None
+            if info is None or text is None:
+                return empty
+            stamp = info.st_mtime_ns
+            data = json.loads(text)
         except (OSError, ValueError, OpgenError):
             return empty
         if not isinstance(data, dict) or data.get("version") != _VERSION:
@@ -99,11 +101,8 @@ class GenerateCache:
     def read(self, files: ProjectFiles, rel: str) -> str | None:
         """The file's text (None when absent), read at most once per run."""
         if rel not in self._texts:
-            try:
-                # stat before reading: a change while reading leaves a stat that no longer matches
-                info: os.stat_result | None = os.stat(files.locate(rel))
-            except OSError:
-                info = None
+            # stat before reading: a change while reading leaves a stat that no longer matches
+            info = files.stat(rel)
             text = files.read_text(rel)
             self._texts[rel] = text
             self._remember(rel, info if text is not None else None, text)
@@ -114,12 +113,9 @@ class GenerateCache:
         if rel in self._texts:
             text = self._texts[rel]
             return ABSENT if text is None else digest(text)
-        try:
-            info = os.stat(files.locate(rel))
-        except FileNotFoundError:
+        info = files.stat(rel)  # a symlink or anything but a regular file is refused, never opened
+        if info is None:
             return ABSENT
-        if not stat.S_ISREG(info.st_mode):
-            return f"not a file: {stat.filemode(info.st_mode)}"  # never opened: a FIFO would block
         record = self.files.get(rel)
         if (
             record is not None

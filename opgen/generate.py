@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING
 from . import settled
 from .cache import GenerateCache
 from .changes import Action, Change, summarize
+from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .inputs import CONFIG_FILE, EJECTED_FILE, environment_digest, folder_identity, templates_digest
 from .manifest import MANIFEST_FILE, Manifest
+from .plan import Authority, Rendered, plan_changes
 from .stages import Stages
-from .writer import apply_changes, needs_writing, plan_changes
+from .targets import Owner
+from .writer import apply_changes, needs_writing
 
 if TYPE_CHECKING:
     from .project import Project
-    from .writer import Rendered
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -58,8 +60,8 @@ class GenerateResult:
 
     @property
     def stopped(self) -> bool:
-        """A generated file was edited by hand, so the run wrote nothing."""
-        return not self.written and any(c.action is Action.EDITED for c in self.changes)
+        """A file needs a person's decision (an edited generated file, an untracked user file), so the run wrote nothing."""
+        return not self.written and any(c.action.stops for c in self.changes)
 
     def summary(self) -> str:
         """The report's last line: "2 created, 0 updated, ..."."""
@@ -93,6 +95,7 @@ def generate(
     check: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    adopt: Iterable[str] = (),
     templates: Path | None = None,
     sources: Mapping[str, str] | None = None,
 ) -> GenerateResult:
@@ -103,9 +106,12 @@ def generate(
     formatting and planning. Only then, and only when something changes, does
     the run take the project lock, plan again against what is on disk now and
     write. `check`/`dry_run` only plan; they create nothing, not even `.opgen/`.
-    A file edited by hand (an "edited" change) stops the run before anything is
-    written; `force` overwrites it instead. `templates` replaces the project's
-    template folder for this run.
+    A file edited by hand (an "edited" change) or a user file whose record is
+    lost ("untracked") stops the run before anything is written; `force`
+    overwrites edited generated files instead (keeping backups), `adopt`
+    (project-relative paths of user files) re-attaches user files to the
+    current scaffold (Note [Lost records] in plan.py). `templates` replaces
+    the project's template folder for this run.
 
     `sources` are new project files (project-relative path -> text, e.g. a new
     spec and opgen.toml) validated with the project as if they were on disk and
@@ -118,10 +124,14 @@ def generate(
     with stages("load"):
         files = ProjectFiles(root.resolve())
         cache = GenerateCache.load(files, folder_identity(files.root), environment_digest())
-        manifest = Manifest.load(files.root)
-        replayed = None if sources else settled.replay(files, cache, manifest, templates)
+        manifest = Manifest.load(files)
+        adopted = frozenset(Path(p).as_posix() for p in adopt)
+        fresh_state = not sources and not adopted and not manifest.damage
+        replayed = settled.replay(files, cache, manifest, templates) if fresh_state else None
     if replayed is None:
-        run = _Run(files, cache, stages, check or dry_run, force, templates, dict(sources or {}))
+        run = _Run(
+            files, cache, stages, check or dry_run, force, adopted, templates, dict(sources or {})
+        )
         return run.regenerate(manifest)
     changes, warnings = replayed
     written = not (check or dry_run)
@@ -148,6 +158,7 @@ class _Run:
     stages: Stages
     plan_only: bool
     force: bool
+    adopt: frozenset[str]
     templates: Path | None
     sources: dict[str, str]
 
@@ -155,12 +166,13 @@ class _Run:
         files, cache, stages = self.files, self.cache, self.stages
         with stages("load"):
             # Imported here: a run that replays a settled plan needs none of this (see the docstring).
+            from .api.context import spec_path
             from .keys import artifact_keys
             from .outputs import remember_outputs, render_outputs
             from .overrides import override_warnings
             from .project import load_project
             from .render import builtin_templates_dir
-            from .targets.project import collect_artifacts
+            from .targets.project import collect_artifacts, removal_refused
 
         with stages("validate"):
             project = load_project(files.root, self.sources, cache)
@@ -174,9 +186,20 @@ class _Run:
         rendered = render_outputs(
             artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
         )
+        authority = Authority(
+            functools.partial(removal_refused, project.config),
+            self.force,
+            _adoptable(rendered, self.adopt, project.root),
+            frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
+        )
+        plan = functools.partial(self._plan, rendered, authority)
         with stages("write"):
-            changes = self._plan(rendered, manifest)
-            if self.plan_only or any(c.action is Action.EDITED for c in changes):
+            changes = plan(manifest)
+            if manifest.damage:
+                warnings.append(
+                    f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read"
+                )
+            if self.plan_only or any(c.action.stops for c in changes):
                 return GenerateResult(changes, False, warnings, stages.seconds)
             remember_outputs(cache, rendered, keys)
             settle = functools.partial(
@@ -191,14 +214,14 @@ class _Run:
             with files.lock():
                 # Another run may have written since the plan above: plan again under the lock.
                 cache.forget_texts()
-                manifest = Manifest.load(files.root)
-                changes = self._plan(rendered, manifest)
-                if any(c.action is Action.EDITED for c in changes):
+                manifest = Manifest.load(files)
+                changes = plan(manifest)
+                if any(c.action.stops for c in changes):
                     return GenerateResult(changes, False, warnings, stages.seconds)
                 apply_changes(files, changes, manifest, cache.wrote)
-                if not self.sources:
+                if not self.sources and not self.adopt:
                     # what the next run plans, unless something changes meanwhile
-                    settle(self._plan(rendered, manifest), manifest)
+                    settle(plan(manifest), manifest)
                 warnings += _save(files, cache)
         return GenerateResult(changes, True, warnings, stages.seconds)
 
@@ -213,7 +236,8 @@ class _Run:
     ) -> None:
         """Record `plan` for the next run to replay, if it writes nothing; forget files out of play."""
         specs = {path: sha for path, sha in digests.items() if path != CONFIG_FILE}
-        if not self.sources and not needs_writing(self.files, plan, manifest):
+        replayable = not self.sources and not self.adopt and not manifest.damage
+        if replayable and not needs_writing(self.files, plan, manifest):
             settled.record(
                 self.files,
                 self.cache,
@@ -227,7 +251,29 @@ class _Run:
         in_play = {c.path for c in plan} | set(digests) | {MANIFEST_FILE, EJECTED_FILE}
         self.cache.keep_files(in_play)
 
-    def _plan(self, rendered: list[Rendered], manifest: Manifest) -> list[Change]:
+    def _plan(
+        self, rendered: list[Rendered], authority: Authority, manifest: Manifest
+    ) -> list[Change]:
         return plan_changes(
-            self.files, rendered, manifest, self.force, self.sources, self.cache.disk(self.files)
+            self.files, rendered, manifest, authority, self.sources, self.cache.disk(self.files)
         )
+
+
+def _adoptable(rendered: list[Rendered], adopt: Iterable[str], root: Path) -> frozenset[str]:
+    """The `--adopt` paths, checked: each must be a user-owned file of the project."""
+    users = {r.path for r in rendered if r.owner is Owner.USER}
+    wanted = frozenset(Path(p).as_posix() for p in adopt)
+    unknown = sorted(wanted - users)
+    if unknown:
+        raise OpgenError(
+            [
+                Diagnostic(
+                    root / path,
+                    None,
+                    "--adopt takes a file that is yours and that opgen merges into (a kernel or setup.py)",
+                    "files it can adopt: " + (", ".join(sorted(users)) or "none"),
+                )
+                for path in unknown
+            ]
+        )
+    return wanted

@@ -34,11 +34,13 @@ import functools
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from . import __version__
+from .errors import Diagnostic
 from .fs import STATE_DIR
 from .spec.paths import CONFIG_FILE, OPS_DIR
 
@@ -48,6 +50,7 @@ __all__ = [
     "folder_identity",
     "combine",
     "spec_files",
+    "builtin_templates_dir",
     "OPS_DIR",
     "EJECTED_FILE",
 ]
@@ -88,10 +91,10 @@ def _package_stamp(name: str) -> str:
     if spec is None or spec.origin is None:
         return f"{name}:missing"
     try:
-        stat = os.stat(spec.origin)
+        info = os.stat(spec.origin)
     except OSError:
         return f"{name}:{spec.origin}"
-    return f"{name}:{spec.origin}:{stat.st_size}:{stat.st_mtime_ns}"
+    return f"{name}:{spec.origin}:{info.st_size}:{info.st_mtime_ns}"
 
 
 @functools.cache
@@ -110,6 +113,14 @@ def templates_digest(builtin: Path, override: Path | None) -> str:
     return combine(parts)
 
 
+def builtin_templates_dir() -> Path:
+    """Installed wheels carry templates inside the package; a checkout keeps them at the top."""
+    packaged = Path(__file__).parent / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
 def find_root(start: Path) -> Path | None:
     """The first folder holding opgen.toml: `start` or one of its parents; None when there is none."""
     for folder in (start, *start.parents):
@@ -118,24 +129,47 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
-def spec_files(root: Path, new: Iterable[str] = ()) -> list[Path]:
-    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped."""
+def spec_files(root: Path, new: Iterable[str] = ()) -> tuple[list[Diagnostic], list[Path]]:
+    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped.
+
+    `ops` that is not a real, readable folder is an error, never "no specs":
+    a project that seems to have none would lose every generated file.
+    """
     folder = root / OPS_DIR
-    if folder.exists() and not folder.resolve().is_relative_to(root):
-        return []  # an ops/ leading outside the project is reported, not read
-    found = (
-        {p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")}
-        if folder.is_dir()
-        else set()
-    )
+    names: list[str] = []
+    problem: tuple[str, str] | None = None
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is None:
+        pass
+    elif stat.S_ISLNK(mode):
+        problem = (
+            f"ops/ is a symlink (to {os.readlink(folder)}): opgen reads specs only from a real "
+            "folder, as a symlink could lead outside the project",
+            "make ops/ a real folder holding one spec per op",
+        )
+    elif not stat.S_ISDIR(mode):
+        problem = (
+            "ops is a file, not a folder: opgen reads one spec per op from the folder ops/",
+            "move the file away and make ops/ a folder holding the specs",
+        )
+    else:
+        try:
+            names = os.listdir(folder)
+        except OSError as exc:
+            problem = (f"cannot list ops/: {exc.strerror}", "make the folder ops/ readable")
+    found = {folder / n for n in names if n.endswith(".toml") and not n.startswith(".")}
     found |= {root / rel for rel in new if Path(rel).parent == Path(OPS_DIR)}
-    return sorted(found)
+    problems = [Diagnostic(folder, None, *problem)] if problem else []
+    return problems, sorted(found)
 
 
 def folder_identity(root: Path) -> str:
     """The project folder as this machine knows it: a cache made elsewhere does not match."""
     try:
-        stat = os.stat(root)
+        info = os.stat(root)
     except OSError:
         return f"{root}:new"  # `opgen new` creates the folder in this run: nothing is cached yet
-    return f"{root}:{stat.st_dev}:{stat.st_ino}"
+    return f"{root}:{info.st_dev}:{info.st_ino}"

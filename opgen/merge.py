@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-__all__ = ["merge3", "MergeResult", "CONFLICT_START", "has_conflict_markers"]
+__all__ = ["merge3", "MergeResult", "CONFLICT_START", "has_conflict_markers", "is_placeholder"]
 
 _PLACEHOLDER = re.compile(
     r"[ \t]*(#|//)[ \t]*opgen: placeholder[ \t]*$"
@@ -97,6 +97,11 @@ def _edits(base: list[str], other: list[str], side: str) -> list[_Edit]:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"
     ]
+
+
+def is_placeholder(line: str) -> bool:
+    """Whether a scaffold line is meant to be replaced. Note [Placeholder lines]."""
+    return _PLACEHOLDER.search(line.rstrip("\r\n")) is not None
 
 
 def _unmarked(line: str) -> str | None:

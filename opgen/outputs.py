@@ -16,10 +16,10 @@ from .cache import GenerateCache
 from .format import FormatJob, format_many, is_black_stable
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
+from .plan import Rendered
 from .render import Renderer
 from .stages import Stages
 from .targets import Artifact, Owner
-from .writer import Rendered
 
 __all__ = ["render_outputs", "remember_outputs", "render_sha"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,22 +46,31 @@ _SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
 
 
 def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]:
-    """Folders opgen reads or writes must not lead out of the project (checked before any write).
+    """Folders opgen reads or writes must be real folders, never symlinks (checked before any write).
 
-    The writer checks every file it writes as well; this catches the common case
-    early, before even the lock file is made.
+    The writer refuses a symlink on the way to every file it touches as well
+    (Note [Confined writes] in confined.py); this reports the common cases
+    together, before even the lock file is made.
     """
     problems: list[Diagnostic] = []
     pkg = config.package
-    for rel in (OPS_DIR, "tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc"):
-        path = root / rel
-        if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(root):
+    seen: set[str] = set()
+    folders = ("tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc")
+    for rel in folders:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            step = "/".join(parts[:depth])
+            path = root / step
+            if step in seen or not path.is_symlink():
+                continue
+            seen.add(step)
             problems.append(
                 Diagnostic(
                     path,
                     None,
-                    f"{rel}/ leads outside the project (a symlink to {path.resolve()})",
-                    f"make {rel}/ a real folder inside the project",
+                    f"{step}/ is a symlink (to {os.readlink(path)}): opgen never writes through a "
+                    "symlink in the project, which could lead outside the project",
+                    f"make {step}/ a real folder",
                 )
             )
     return problems
@@ -118,8 +128,9 @@ def load_project(
     if config_text is not None:
         digests[CONFIG_FILE] = digest(config_text)
     problems = _confinement_problems(root, config)
-    file_problems, files = _file_problems(root, spec_files(root, sources))
-    problems.extend(file_problems)
+    folder_problems, listed = spec_files(root, sources)
+    file_problems, files = _file_problems(root, listed)
+    problems += folder_problems + file_problems
     specs: list[_Spec] = []
     for path in files:
         rel = path.relative_to(root).as_posix()

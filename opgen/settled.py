@@ -19,9 +19,16 @@ from .cache import GenerateCache
 from .changes import Action, Change
 from .errors import OpgenError
 from .fs import ProjectFiles
-from .inputs import CONFIG_FILE, EJECTED_FILE, OPS_DIR, combine, spec_files, templates_digest
+from .inputs import (
+    CONFIG_FILE,
+    EJECTED_FILE,
+    OPS_DIR,
+    builtin_templates_dir,
+    combine,
+    spec_files,
+    templates_digest,
+)
 from .manifest import MANIFEST_FILE, Manifest
-from .render import builtin_templates_dir
 
 __all__ = ["replay", "record"]
 
@@ -59,7 +66,10 @@ def replay(
         return None
     try:
         folder = Path(settled["folder"]) if settled.get("folder") else None
-        names = (f"{OPS_DIR}/{path.name}" for path in spec_files(files.root))
+        problems, paths = spec_files(files.root)
+        if problems:
+            return None  # the full run reports them
+        names = (f"{OPS_DIR}/{path.name}" for path in paths)
         specs = {rel: cache.digest(files, rel) for rel in names}
         templates = templates_digest(builtin_templates_dir(), folder)
         if _key(cache, files, specs, templates, folder_argument) != settled["key"]:

@@ -64,6 +64,7 @@ def bench(
     """Benchmark ops against their spec's reference and native PyTorch, as each spec's bench table says."""
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
+    from ..caches import confine_caches
     from ..errors import OpgenError
     from ..project import load_project
 
@@ -79,6 +80,7 @@ def bench(
     root = project_root()
     try:
         project = load_project(root)
+        confine_caches(root)
     except OpgenError as exc:
         raise fail(exc, root) from None
     selected, unknown = select_ops(project, list(ops or []))

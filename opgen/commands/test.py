@@ -6,14 +6,21 @@ import sys
 
 import typer
 
-from ._support import project_root
+from ._support import fail, project_root
 
 
 def test(ctx: typer.Context) -> None:
     """Run the project's generated tests with pytest (extra arguments go to pytest)."""
     import subprocess
 
+    from ..caches import confine_caches
+    from ..errors import OpgenError
+
     root = project_root()
+    try:
+        confine_caches(root)
+    except OpgenError as exc:
+        raise fail(exc, root) from None
     chosen = any(not arg.startswith("-") for arg in ctx.args)  # the user named files or tests
     command = [
         sys.executable,

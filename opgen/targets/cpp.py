@@ -26,10 +26,12 @@ __all__ = [
     "kernel_path",
     "library_file",
     "library_path",
+    "loader_path",
     "device_registration",
     "op_header",
     "cpp_op_artifacts",
     "cpp_project_artifacts",
+    "generated_cpp_patterns",
 ]
 
 CSRC = "csrc"
@@ -65,6 +67,11 @@ def cpp_files(op: OpSpec) -> CppFiles:
 def library_file(target: str) -> str:
     """File name of the compiled library: abi3 for the stable ABI, which loads on any later torch."""
     return "_C.abi3.so" if target == "stable" else "_C.so"
+
+
+def loader_path(package: str) -> str:
+    """The generated module that loads the compiled library."""
+    return f"{package}/_library.py"
 
 
 def library_path(config: ProjectConfig) -> str:
@@ -110,6 +117,18 @@ def cpp_op_artifacts(
     return out
 
 
+def generated_cpp_patterns(package: str) -> list[str]:
+    """The paths every generated C++-side file can have (`*` stands for an op or a device)."""
+    return [
+        REGISTRATION,
+        AUTOGRAD_REGISTRATION,
+        PYBIND_SOURCE,
+        device_registration("*"),
+        op_header("*"),
+        loader_path(package),
+    ]
+
+
 def cpp_project_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
@@ -117,7 +136,7 @@ def cpp_project_artifacts(
     cpp_ops = [op for op in ops if op.backend == "cpp"]
     items: list[tuple[str, str, Owner, str, dict[str, str]]] = [
         (REGISTRATION, "cpp/registration.cpp.j2", Owner.GENERATED, "//", {}),
-        (f"{config.package}/_library.py", "package/_library.py.j2", Owner.GENERATED, "#", {}),
+        (loader_path(config.package), "package/_library.py.j2", Owner.GENERATED, "#", {}),
         ("setup.py", "package/setup.py.j2", Owner.USER, "#", {}),
     ]
     for device in sorted({d for op in cpp_ops for d in op.devices}):
