@@ -34,6 +34,7 @@ def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
             n += 1
         batch.rename(target, f"{target}.{n}")
     batch.write(target, text)
+    batch.fence()  # the backup is on disk before the file it saves is replaced
 
 
 def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
@@ -73,6 +74,7 @@ def apply_changes(
     batch = files.batch()
     if manifest.pending:
         batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file
+        batch.fence()
     for change in changes:
         if change.backup and change.old is not None:
             _backup(files, batch, change.path, change.old)
