@@ -34,6 +34,7 @@ from .generate import GenerateResult
 from .generate import generate as run_generate
 from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from .project import Project, load_project
+from .stamp import collect_inputs, remove_stamp, stale_reason, write_stamp
 from .targets.cpp import (
     REGISTRATION,
     library_file,
@@ -47,9 +48,11 @@ __all__ = [
     "foreign_symbols",
     "ninja_outputs",
     "confine_outputs",
+    "UP_TO_DATE",
 ]
 
 _FOREIGN = ("at::", "c10::", "torch::", "caffe2::")
+UP_TO_DATE = "up to date: nothing changed since the last build"
 
 
 def foreign_symbols(library: Path) -> list[str]:
@@ -77,6 +80,15 @@ class BuildResult:
     plan: BuildPlan | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    up_to_date: bool = False  # nothing changed since the last build: nothing ran
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns
 
 
 def run_build(
@@ -85,12 +97,19 @@ def run_build(
     check_cuda: bool = False,
     verbose: bool = False,
     cpu_only: bool = False,
+    stamp: bool = True,
 ) -> BuildResult:
-    """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result."""
+    """Write build.ninja, run ninja (compiler output goes straight to the terminal), check the result.
+
+    `stamp`: record a successful build in the build stamp (Note [Build stamp]);
+    a build of files that generate may not have brought up to date passes False.
+    """
     start = time.perf_counter()
-    if not any(op.backend == "cpp" for op in project.ops):
-        return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
     root = project.root
+    if not any(op.backend == "cpp" for op in project.ops):
+        if stamp:
+            write_stamp(root, collect_inputs(root), [], None, check_cuda)
+        return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
     missing = [p for p in (REGISTRATION,) if not (root / p).is_file()]
     if missing:
         raise OpgenError(
@@ -103,6 +122,12 @@ def run_build(
     plan = plan_build(project, tools, check_cuda, cpu_only)
     ninja_file = write_ninja(root, plan)
     confine_outputs(ProjectFiles(root), plan.ninja_text)
+    # Taken before compiling: a file edited during the build makes the next check stale.
+    inputs = collect_inputs(root)
+    remove_stamp(root)
+    files = ProjectFiles(root)
+    library = files.path(plan.library)
+    linked = _stat(library)
     targets = ["check_cuda"] if plan.cuda_mode is CudaMode.CHECK else []
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
@@ -119,13 +144,12 @@ def run_build(
             notes,
             seconds,
         )
-    files = ProjectFiles(root)
-    library = files.path(plan.library)
     other = library.with_name(
         library_file("classic" if project.config.cpp_target == "stable" else "stable")
     )
     files.unlink(other)  # left by a build for the other cpp_target
-    if project.config.cpp_target == "stable":
+    relinked = _stat(library) != linked
+    if project.config.cpp_target == "stable" and relinked:
         bad = foreign_symbols(library)
         if bad:
             files.unlink(library)
@@ -138,7 +162,11 @@ def run_build(
                 notes,
                 seconds,
             )
-    return BuildResult(True, f"built {plan.library} ({seconds:.1f} s)", plan, notes, seconds)
+    if stamp:
+        outputs = [plan.library] + ([plan.pybind_module] if plan.pybind_module else [])
+        write_stamp(root, inputs, outputs, tools.ninja, check_cuda)
+    summary = f"built {plan.library}" if relinked else f"{plan.library} is up to date"
+    return BuildResult(True, f"{summary} ({seconds:.1f} s)", plan, notes, seconds)
 
 
 _BUILD_LINE = re.compile(r"build ((?:[^:$\n]|\$.)+):\s*(\S+)")
@@ -202,21 +230,31 @@ def build_project(
     verbose: bool = False,
     generate: bool = True,
     cpu_only: bool = False,
+    if_stale: bool = True,
 ) -> ProjectBuild:
     """Regenerate the project at `root` (unless `generate` is False), then compile its C++/CUDA ops.
 
+    With `if_stale`, nothing runs when the build stamp shows nothing changed
+    since the last build (Note [Build stamp]); the result then says up to date.
     A generate run that fails (a conflict, an edited file) stops before the
     compile. Raises OpgenError for an invalid project or a missing toolchain.
+    A `cpu_only` build is never stamped: its library lacks the CUDA kernels a
+    plain build links, so the next plain build (or `opgen test`) rebuilds.
     """
+    if if_stale and not cpu_only and stale_reason(root, check_cuda) is None:
+        return ProjectBuild(None, BuildResult(True, UP_TO_DATE, up_to_date=True))
     generated = run_generate(root) if generate else None
     if generated is not None and generated.failed:
         return ProjectBuild(
             generated,
             BuildResult(False, "`opgen generate` failed; fix the files above, then build again"),
         )
-    return ProjectBuild(
-        generated,
-        run_build(
-            load_project(root), jobs=jobs, check_cuda=check_cuda, verbose=verbose, cpu_only=cpu_only
-        ),
+    built = run_build(
+        load_project(root),
+        jobs=jobs,
+        check_cuda=check_cuda,
+        verbose=verbose,
+        cpu_only=cpu_only,
+        stamp=generate and not cpu_only,
     )
+    return ProjectBuild(generated, built)

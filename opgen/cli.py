@@ -19,9 +19,11 @@ A test checks that both ways give the same output and exit code.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
+from . import __version__
 from .commands import bench, build, generate, new, templates, test
 
 __all__ = ["app", "main"]
@@ -31,8 +33,30 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode=None,  # plain help: flags without type placeholders, no rich import
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"opgen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print opgen's version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    """Generate PyTorch custom operators (Python, C++, CUDA) from one short spec per op."""
+
 
 for _command in (generate, new, test, build, templates, bench):
     _command.register(app)
@@ -50,6 +74,8 @@ _GENERATE_FLAGS = {
 def main() -> None:
     """The `opgen` executable."""
     args = sys.argv[1:]
+    if build.answer_up_to_date(args):  # Note [Build stamp]: a no-op build, answered fast
+        return
     flags = args[1:]
     if (
         args[:1] == ["generate"]

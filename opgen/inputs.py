@@ -50,7 +50,6 @@ __all__ = [
     "folder_identity",
     "combine",
     "spec_files",
-    "builtin_templates_dir",
     "OPS_DIR",
     "EJECTED_FILE",
 ]
@@ -111,14 +110,6 @@ def templates_digest(builtin: Path, override: Path | None) -> str:
     if override is not None and override.is_dir():
         parts += ["override", *_tree_digest(override, None)]
     return combine(parts)
-
-
-def builtin_templates_dir() -> Path:
-    """Installed wheels carry templates inside the package; a checkout keeps them at the top."""
-    packaged = Path(__file__).parent / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "templates"
 
 
 def find_root(start: Path) -> Path | None:

@@ -38,7 +38,7 @@ from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .manifest import Entry, Manifest, digest
-from .merge import has_conflict_markers, is_placeholder, merge3
+from .merge import FENCE_MARK, has_conflict_markers, is_placeholder, merge3
 from .targets import GENERATED_MARK, Owner
 
 __all__ = ["Rendered", "Disk", "Authority", "plan_changes", "BACKUP_DIR"]
@@ -376,19 +376,29 @@ def _plan_user(
         )
     if item.path in authority.adopt:
         return _reattach(item, current, authority, lost, entry(current))
-    if previous.base == scaffold:
+    if previous.base == scaffold and FENCE_MARK not in current:
         return Change(
             item.path, Action.UNCHANGED, current, current, replace(previous, dormant=False)
         )
+    # An unchanged scaffold still rewrites the fences the user edited (Note [Fenced regions]).
     result = merge3(
         previous.base, current, scaffold, theirs_label=f"opgen (new scaffold from {item.source})"
     )
     if result.text == current:
-        return Change(item.path, Action.UNCHANGED, current, current, entry(current))
+        unchanged = (
+            replace(previous, dormant=False) if previous.base == scaffold else entry(current)
+        )
+        return Change(item.path, Action.UNCHANGED, current, current, unchanged)
     if result.conflicts:
         note = f"{result.conflicts} conflict(s): resolve the <<<<<<< markers; your version before the merge is saved as {BACKUP_DIR}/{item.path}"
         return Change(
             item.path, Action.CONFLICT, current, result.text, entry(result.text), note, backup=True
+        )
+    if result.replaced:
+        fenced = ", ".join(f"`opgen: {name}`" for name in result.replaced)
+        note = f"rewrote the {fenced} lines you edited (they follow the spec: change it instead); your version is saved as {BACKUP_DIR}/{item.path}"
+        return Change(
+            item.path, Action.MERGE, current, result.text, entry(result.text), note, backup=True
         )
     # a file the user never edited takes the new scaffold as it is: nothing of theirs was merged
     action = Action.UPDATE if _same(current, previous.base) else Action.MERGE

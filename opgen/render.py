@@ -25,9 +25,9 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
+from .builtin_templates import builtin_templates_dir
 from .confined import Confined
 from .errors import Diagnostic, OpgenError
-from .inputs import builtin_templates_dir  # here too: where the renderer's users look for it
 
 __all__ = ["builtin_templates_dir", "Renderer"]
 

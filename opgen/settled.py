@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .builtin_templates import builtin_templates_dir
 from .cache import GenerateCache
 from .changes import Action, Change
 from .errors import OpgenError
@@ -23,7 +24,6 @@ from .inputs import (
     CONFIG_FILE,
     EJECTED_FILE,
     OPS_DIR,
-    builtin_templates_dir,
     combine,
     spec_files,
     templates_digest,

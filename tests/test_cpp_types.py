@@ -88,7 +88,7 @@ def test_target_version_hex():
     assert cpp.target_version_hex("2.9") == "0x0209000000000000"
 
 
-@pytest.fixture(scope="module", params=["stable", "classic"])
+@pytest.fixture(scope="module", params=[pytest.param("stable", marks=pytest.mark.slow), pytest.param("classic", marks=pytest.mark.slow)])
 def built_types(request, tmp_path_factory):
     root = types_project(tmp_path_factory.mktemp(f"types_{request.param}"), request.param)
     opgen("build", "--check-cuda", cwd=root)

@@ -15,16 +15,25 @@ from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
 from .fastpath import no_grad_message, refuses_backward_in_cpp
+from .fences import CHECKS, fence_lines
 
-__all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
+__all__ = [
+    "CppFiles",
+    "cpp_op_context",
+    "cpp_project_context",
+    "guard_dtypes",
+    "local_names",
+    "SCALAR_TYPES",
+]
 
 
 @dataclass(frozen=True)
 class CppFiles:
-    """Where an op's C++ files are: its header as the kernels include it, and each device's kernel file."""
+    """Where an op's C++ files are: its header as the kernels include it, each device's kernel file, its spec."""
 
     header: str
     kernels: Mapping[str, str]
+    spec: str  # project-relative, as generated files name it
 
 
 SCALAR_TYPES = {
@@ -61,16 +70,22 @@ def _explicit_dtypes(op: OpSpec) -> set[str]:
 _LOCALS = ("guard", "stream", "stream_ptr", "n", "threads", "blocks", "error", "t")
 
 
-def _locals(op: OpSpec) -> dict[str, str]:
+def local_names(op: OpSpec, wanted: Sequence[str] = _LOCALS) -> dict[str, str]:
     """Names of the stubs' local variables, renamed (`n_`) where an argument already has the name."""
     taken = {a.name for a in op.args} | {f"{a.name}_c" for a in op.args}
     names = {}
-    for name in _LOCALS:
+    for name in wanted:
         unique = name
         while unique in taken:
             unique += "_"
         names[name] = unique
     return names
+
+
+def guard_dtypes(op: OpSpec) -> list[str]:
+    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and float64 for gradcheck."""
+    wanted = list(op.test.dtypes) + (["float64"] if op.grads else [])
+    return [d for d in dict.fromkeys(wanted) if d in SCALAR_TYPES]
 
 
 def _checks(op: OpSpec, device: str) -> list[str]:
@@ -89,13 +104,13 @@ def _checks(op: OpSpec, device: str) -> list[str]:
                 f'{check}(!{arg.name}.has_value() || {arg.name}->{method}(), "{q}: {arg.name} must be {what}");'
             )
         elif arg.type == "Tensor[]":
-            t = _locals(op)["t"]
+            t = local_names(op)["t"]
             lines.append(f"for (const auto& {t} : {arg.name}) {{")
             lines.append(
                 f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");'
             )
             lines.append("}")
-    allowed = [d for d in op.test.dtypes if d in SCALAR_TYPES]
+    allowed = guard_dtypes(op)
     fixed = _explicit_dtypes(op)
     checked = [a for a in tensors if a.name not in fixed]
     if checked and allowed:
@@ -190,6 +205,7 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "header": files.header,
         "header_includes": _header_includes(op),
         "checks": {d: _checks(op, d) for d in op.devices},
+        "checks_fence": dict(zip(("begin", "end"), fence_lines(CHECKS, files.spec), strict=True)),
         "contiguous": _contiguous(op),
         "first_tensor": tensors[0] if tensors else None,
         "cpu_file": files.kernels["cpu"],
@@ -201,7 +217,7 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
             for d in op.devices
         },
         "cuda_kernel": f"{op.module}_kernel",
-        "local": _locals(op),
+        "local": local_names(op),
         "pybind": op.pybind,
     }
 

@@ -28,6 +28,7 @@ Adopt = Annotated[
         "--adopt",
         help="Re-attach a kernel (or setup.py) whose record was lost: opgen takes it as up to date "
         "with its spec as it is now and merges later spec changes into it. Repeatable.",
+        metavar="FILE",
         show_default=False,
     ),
 ]
@@ -36,7 +37,9 @@ Timings = Annotated[
 ]
 Templates = Annotated[
     Path | None,
-    typer.Option("--templates", help="Template folder searched before the built-ins."),
+    typer.Option(
+        "--templates", help="Template folder searched before the built-ins.", metavar="DIR"
+    ),
 ]
 
 

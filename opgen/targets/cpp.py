@@ -57,10 +57,11 @@ def kernel_path(module: str, device: str) -> str:
     return f"{folder}/{module}{suffix}"
 
 
-def cpp_files(op: OpSpec) -> CppFiles:
+def cpp_files(op: OpSpec, config: ProjectConfig) -> CppFiles:
     return CppFiles(
         header=f"{op.module}.h",
         kernels={device: kernel_path(op.module, device) for device in KERNEL_DIRS},
+        spec=spec_path(op, config),
     )
 
 
@@ -83,37 +84,46 @@ def cpp_op_artifacts(
 ) -> list[Artifact]:
     """The op's header and kernel stubs (its Python module is in `targets.python`).
 
-    `fresh`: the op's spec is being created; its CPU kernel starts with a starter body where opgen has one.
+    `fresh`: the op's spec is being created; its kernels start with a starter body where opgen has one.
     """
     source = spec_path(op, config)
-    files = cpp_files(op)
+    files = cpp_files(op, config)
 
     def context() -> Context:
         return {**base(), "header": header(source, "//")}
 
     out = [Artifact(op_header(op.module), "cpp/op.h.j2", Owner.GENERATED, source, context)]
-    if "cpu" in op.devices:
-        body = starter(op) if fresh else None
-        lines = body.cpu if body else None
+    body = starter(op) if fresh else None
 
-        def cpu_context() -> Context:
-            return {**context(), "starter": None}
+    def kernel_context() -> Context:
+        return {**context(), "starter": None}
 
-        initial = (lambda: {**cpu_context(), "starter": list(lines)}) if lines else None
-        out.append(
-            Artifact(
-                files.kernels["cpu"],
-                "cpp/kernel_cpu.cpp.j2",
-                Owner.USER,
-                source,
-                cpu_context,
-                initial,
+    cpu, cuda = (body.cpu, body.cuda) if body else (None, None)
+    initial = {
+        "cpu": (lambda: {**kernel_context(), "starter": list(cpu)}) if cpu else None,
+        "cuda": (
+            (
+                lambda: {
+                    **kernel_context(),
+                    "starter": {"kernel": list(body.cuda_kernel or ()), "body": list(cuda)},
+                }
             )
-        )
-    if "cuda" in op.devices:
-        out.append(
-            Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", Owner.USER, source, context)
-        )
+            if body and cuda
+            else None
+        ),
+    }
+    for device in ("cpu", "cuda"):
+        if device in op.devices:
+            out.append(
+                Artifact(
+                    files.kernels[device],
+                    f"cpp/kernel_{device}.{'cpp' if device == 'cpu' else 'cu'}.j2",
+                    Owner.USER,
+                    source,
+                    kernel_context,
+                    initial[device],
+                )
+            )
     return out
 
 

@@ -82,7 +82,7 @@ def collect_artifacts(
     shared = functools.cache(lambda: project_context(config))
     package = functools.cache(lambda: package_context(config, ops))
     cpp_contexts = {
-        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op)))
+        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
         for op in ops
         if op.backend == "cpp"
     }
