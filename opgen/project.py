@@ -55,7 +55,15 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
     problems: list[Diagnostic] = []
     pkg = config.package
     seen: set[str] = set()
-    folders = ("tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc")
+    folders = (
+        "tests",
+        STATE_DIR,
+        pkg,
+        f"{pkg}/_generated",
+        f"{pkg}/kernels",
+        f"{pkg}/sharding_rules",
+        "csrc",
+    )
     for rel in folders:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):
@@ -234,12 +242,11 @@ def _remember_specs(cache: GenerateCache, specs: list[_Spec], root: Path) -> Non
         if old is not None and old.get("key") == spec.key and old.get("sha") == spec.sha:
             records[spec.rel] = old
         else:
-            records[spec.rel] = {
-                "sha": spec.sha,
-                "key": spec.key,
-                "name": spec.name,
-                "op": op_to_json(spec.op, root),
-            }
+            try:
+                model = op_to_json(spec.op, root)
+            except TypeError:  # a part of the model the cache cannot store: validate it each run
+                continue
+            records[spec.rel] = {"sha": spec.sha, "key": spec.key, "name": spec.name, "op": model}
     if records != cache.specs:
         cache.specs = records
         cache.dirty = True

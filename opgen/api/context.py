@@ -150,6 +150,7 @@ def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
     return {
         **project_context(config),
         "has_cpp": any(op.backend == "cpp" for op in ops),
+        "has_sharding": any(op.sharding is not None for op in ops),
         "schema_digest": _schema_digest(ops),
     }
 

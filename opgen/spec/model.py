@@ -22,18 +22,26 @@ __all__ = [
     "Sample",
     "TestSpec",
     "BenchSpec",
+    "ShardingSpec",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
+    "SHARDING_RULES",
+    "ROW_OUTPUTS",
 ]
 
 BACKENDS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
 CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
+SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+ROW_OUTPUTS = (
+    "rows",
+    "sum",
+)  # how a row-wise op's output is placed: like the rows, or a partial sum
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,18 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ShardingSpec:
+    """`[sharding]`: the op's DTensor sharding rule (see opgen/spec/sharding.py).
+
+    `outputs` (row-wise rules only) says, per returned tensor, whether it is
+    sharded like the rows (`rows`) or a partial sum over them (`sum`).
+    """
+
+    rule: str
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     path: Path
     namespace: str
@@ -164,6 +184,7 @@ class OpSpec:
     registration: str = "custom_op"
     pybind: bool = False
     bench: BenchSpec = BenchSpec()
+    sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

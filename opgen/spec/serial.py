@@ -1,7 +1,7 @@
 """A validated `OpSpec` as JSON data and back, for the generate cache (Note [Generate cache]).
 
-The encoding is data only: dataclasses of `spec.model` are rebuilt from a
-fixed list by name, so a damaged or crafted cache can at worst fail to decode
+The encoding is data only: dataclasses of `spec.model` are rebuilt by name
+from that module alone, so a damaged or crafted cache can at worst fail to decode
 (then the spec is validated again); it cannot run code, as a pickle could.
 """
 
@@ -11,23 +11,20 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .model import (
-    Arg,
-    BenchSpec,
-    FakeRule,
-    GradFormula,
-    OpSpec,
-    Ret,
-    Sample,
-    TensorSample,
-    TestSpec,
-)
+from . import model
+from .model import OpSpec
 
 __all__ = ["op_to_json", "op_from_json"]
 
+# the dataclasses of `spec.model` an OpSpec is made of (every one but OpSpec itself): a new
+# part of the model is stored without being listed here
 _CLASSES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (Arg, Ret, GradFormula, FakeRule, TensorSample, Sample, TestSpec, BenchSpec)
+    name: cls
+    for name, cls in vars(model).items()
+    if isinstance(cls, type)
+    and dataclasses.is_dataclass(cls)
+    and cls.__module__ == model.__name__
+    and cls is not OpSpec
 }
 # the OpSpec fields stored as-is or rebuilt by hand rather than by `_encode`
 _PATH, _LINES = "path", "lines"

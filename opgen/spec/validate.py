@@ -17,15 +17,16 @@ from .model import (
     OpSpec,
     ProjectConfig,
 )
-from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
+from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .samples import build_test
 from .schema import parse_schema
+from .sharding import build_sharding
 
 __all__ = ["build_op_spec", "SPEC_KEYS"]
 
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
-    "cpp_target registration pybind bench".split()
+    "cpp_target registration pybind bench sharding".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
 
@@ -85,6 +86,13 @@ def _parse_name(
         sink.error(
             line,
             f"op name {op!r} is reserved: the generated module uses it",
+            "choose another op name",
+        )
+        ok = False
+    if ok and op in PACKAGE_MODULES:
+        sink.error(
+            line,
+            f"op name {op!r} is taken: the package has a module {config.package}.{op}",
             "choose another op name",
         )
         ok = False
@@ -191,7 +199,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
         parsed = parse_schema(sink, doc, data["schema"], mutates)
     tables = {}
-    for key in ("grad", "fake", "test", "bench"):
+    for key in ("grad", "fake", "test", "bench", "sharding"):
         value = data.get(key, {})
         if not isinstance(value, dict):
             sink.error(
@@ -215,6 +223,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
+    sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
     if (
         parsed_name is not None
         and parsed_name[2]
@@ -240,6 +249,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         fake=fake,
         test=test,
         bench=bench,
+        sharding=sharding,
         lines=dict(doc.lines),
         **values,
     )
