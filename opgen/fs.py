@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -84,6 +85,8 @@ class ProjectFiles:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.confined = Confined(self.root)
+        # project-relative folders a walk found real this run -> their absolute paths (`stat`)
+        self._real_folders: dict[str, str] = {}
 
     def path(self, rel: str | Path) -> Path:
         """The absolute path of file `rel`, checked: no symlink on the way, not a symlink or folder itself."""
@@ -108,8 +111,37 @@ class ProjectFiles:
             ) from None
 
     def stat(self, rel: str | Path) -> os.stat_result | None:
-        """The status of the regular file at `rel` (None when missing); a symlink or folder there is refused."""
-        return self.confined.status(rel)
+        """The status of the regular file at `rel` (None when missing); a symlink or folder there is refused.
+
+        A run asks this of every file it manages, several times: after one walk
+        from the root has found a folder real (no symlink on the way), a file in
+        it takes one `lstat`; anything but a regular file there takes the walk
+        again, which refuses it with its diagnostic. (A folder swapped for a
+        symlink while the run holds it is out of scope: Note [Confined writes].)
+        """
+        text = os.fspath(rel)
+        folder, _, name = text.rpartition("/")
+        if folder in self._real_folders and name not in ("", ".", ".."):
+            try:
+                info = os.lstat(os.path.join(self._real_folders[folder], name))
+            except FileNotFoundError:
+                return None
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode):
+                return info
+        info = self.confined.status(rel)
+        parts = folder.split("/") if folder else []
+        if (
+            os.sep == "/"
+            and not os.path.isabs(text)
+            and all(p not in ("", ".", "..") for p in parts)
+        ):
+            real = os.path.join(self.root, folder)
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(real).st_mode):  # walked without a symlink: real
+                    self._real_folders[folder] = real
+        return info
 
     def exists(self, rel: str | Path) -> bool:
         """Whether a regular file is at `rel` (a symlink or a folder there is refused)."""

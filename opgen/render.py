@@ -78,6 +78,8 @@ class Renderer:
     def is_builtin(self, name: str) -> bool:
         """Whether `name` renders from built-in sources only: no override of it or of any
         template it includes or imports (their output is black-stable: opgen/format.py)."""
+        if self.override_dir is None or not os.path.lexists(self.override_dir):
+            return True  # no override folder: nothing to look for
         if name not in self._builtin:
             self._builtin[name] = self._overrides_none_of(name, set())
         return self._builtin[name]

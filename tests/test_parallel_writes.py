@@ -99,3 +99,25 @@ def test_a_failed_parallel_staging_leaves_the_project_as_it_was(
         batch.stage()
     assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["f05.py"]
     assert (tmp_path / "pkg/f05.py").read_text() == "mine\n"
+
+
+def test_stat_still_refuses_symlinks_in_a_folder_it_found_real(tmp_path: Path) -> None:
+    """`ProjectFiles.stat` remembers folders a walk found real; a symlink in one is still refused."""
+    from opgen.errors import OpgenError
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/a.py").write_text("a")
+    (tmp_path / "outside.py").write_text("x")
+    os.symlink(tmp_path / "outside.py", tmp_path / "pkg/b.py")
+    os.symlink(tmp_path / "pkg", tmp_path / "link")
+    files = ProjectFiles(tmp_path)
+    for _ in range(2):  # the first call walks from the root, the second takes the remembered folder
+        info = files.stat("pkg/a.py")
+        assert info is not None and info.st_size == 1
+        assert files.stat("pkg/missing.py") is None
+        with pytest.raises(OpgenError, match="symlink"):
+            files.stat("pkg/b.py")
+        with pytest.raises(OpgenError, match="symlink"):
+            files.stat("link/a.py")
+        with pytest.raises(OpgenError):
+            files.stat("pkg/..")
