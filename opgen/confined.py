@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -298,7 +297,7 @@ class Confined:
             assert folder is not None
             info = self._entry(folder, parts)
             mode = stat.S_IMODE(info.st_mode) if info is not None else 0o644
-            temporary = f".{parts[-1]}.{secrets.token_hex(4)}.tmp"
+            temporary = f".{parts[-1]}.{os.urandom(4).hex()}.tmp"
             fd = folder.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 view = memoryview(data)

@@ -29,7 +29,6 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -65,6 +64,10 @@ def _each(apply: Callable[[T], None], items: Sequence[T]) -> None:
         for item in items:
             apply(item)
         return
+    from concurrent.futures import (
+        ThreadPoolExecutor,
+    )  # here: a run that writes little never needs it
+
     with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
         for _ in pool.map(apply, items):
             pass
