@@ -92,7 +92,7 @@ def test_formulas_run_only_when_needed():
 def test_kwarg_only_inputs_come_from_keyword_only_inputs():
     plan = _plan("(Tensor x, *, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
     assert plan.setup_params == "ctx, inputs, output, keyword_only_inputs"
-    assert "alpha = keyword_only_inputs['alpha']" in plan.setup_lines
+    assert 'alpha = keyword_only_inputs["alpha"]' in plan.setup_lines
 
 
 def test_needs_input_grad_is_padded_for_stripped_defaults():

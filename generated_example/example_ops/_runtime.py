@@ -39,9 +39,9 @@ def _warn_once() -> None:
     if MISSING and not _warned:
         _warned = True
         warnings.warn(
-            f"example_ops: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the operators' "
-            "wrappers take the regular dispatch path instead (the same results, slower). Regenerate the project "
-            "with a newer opgen.",
+            f"{__package__}: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the "
+            "operators' wrappers take the regular dispatch path instead (the same results, "
+            "slower). Regenerate the project with a newer opgen.",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -61,7 +61,8 @@ _warn_once()
 if MISSING:
 
     def _regular_path(*args: Any) -> bool:
-        """Answers "requires grad" and "transforms active" alike, so every call takes the regular path."""
+        """Answers "requires grad" and "transforms active" alike: every call takes the regular
+        path."""
         return True
 
     def _not_excluded(key: Any) -> bool:
@@ -83,7 +84,8 @@ else:
 
 
 def direct_call(handle: Any) -> Any:
-    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else the overload."""
+    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else
+    the overload."""
     call = getattr(handle, "_op", None)
     if call is None:
         if "torch._ops.OpOverload._op" not in MISSING:

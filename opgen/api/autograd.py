@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from ..spec.expr import SAFE_BUILTINS, names_used
 from ..spec.model import OpSpec
+from .literals import literal
+from .pyexpr import unparse
 
 __all__ = ["AutogradPlan", "plan_autograd", "METADATA_ATTRS"]
 
@@ -101,12 +103,13 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         setup.append("_output = output")  # an input may be named `output`
     positional = [a.name for a in args if not a.kwarg_only]
     if (needed_inputs or lists) and positional:
-        setup.append(f"{', '.join(positional)}{',' if len(positional) == 1 else ''} = inputs")
+        targets = f"({positional[0]},)" if len(positional) == 1 else ", ".join(positional)
+        setup.append(f"{targets} = inputs")
     for name in lists:
         setup.append(f"ctx._{name}_count = len({name})")
     for arg in args:
         if arg.kwarg_only and arg.name in needed_inputs:
-            setup.append(f"{arg.name} = keyword_only_inputs[{arg.name!r}]")
+            setup.append(f"{arg.name} = keyword_only_inputs[{literal(arg.name)}]")
     for arg in args:
         if arg.name in full:
             if arg.is_tensor:
@@ -116,7 +119,7 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
             elif arg.is_tensor_list:
                 saved.append(f"*{arg.name}")
                 end = _plus(offset, f"ctx._{arg.name}_count")
-                unpack.append(f"{arg.name} = list(_saved[{offset}:{end}])")
+                unpack.append(f"{arg.name} = list(_saved[{_span(offset, end)}])")
                 offset = end
             else:
                 setup.append(f"ctx._{arg.name} = {arg.name}")
@@ -154,7 +157,7 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     rewrite = _Rewrite(op, set(meta))
     for formula in op.grads:
         tree = rewrite.visit(ast.parse(formula.expression, mode="eval"))
-        code = ast.unparse(tree)
+        code = unparse(tree, formula.expression)
         flags = [
             f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]"
             for name in formula.inputs
@@ -167,13 +170,19 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     if lists:
         # With a Tensor[] input torch checks the structure: return exactly one
         # gradient per argument received (stripped defaults are not received).
-        backward.append(f"return ({returns},)[: len(ctx.needs_input_grad)]")
+        returned = f"({returns},)" if len(args) == 1 else f"({returns})"
+        backward.append(f"return {returned}[: len(ctx.needs_input_grad)]")
     else:
-        backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
+        backward.append(f"return ({returns},)" if len(args) == 1 else f"return {returns}")
     params = "ctx, inputs, output" + (
         ", keyword_only_inputs" if any(a.kwarg_only for a in args) else ""
     )
     return AutogradPlan(params, tuple(setup), tuple(backward))
+
+
+def _span(start: str, end: str) -> str:
+    """`start:end` as black spaces a slice: around the colon unless both bounds are plain numbers."""
+    return f"{start}:{end}" if start.isdigit() and end.isdigit() else f"{start} : {end}"
 
 
 def _plus(offset: str, amount: int | str) -> str:

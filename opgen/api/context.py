@@ -15,8 +15,11 @@ from .autograd import plan_autograd
 from .devices import DISPATCH_KEYS
 from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
 from .imports import module_imports, test_imports, testing_names
+from .layout import wrapped
+from .literals import literal
+from .pyexpr import expression
 
-__all__ = ["op_context", "project_context", "ops_list", "spec_path"]
+__all__ = ["op_context", "project_context", "package_context", "ops_list", "spec_path"]
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
@@ -26,7 +29,8 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
             {
                 "device": d,
                 "function": f"{module}_{d}",
-                "device_types": repr((d,)),
+                "def_lines": py.def_lines(op, f"{module}_{d}"),
+                "device_types": literal((d,)),
                 "dispatch_key": DISPATCH_KEYS[d],
             }
             for d in op.devices
@@ -35,7 +39,8 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         {
             "device": d,
             "function": module,
-            "device_types": repr(tuple(op.devices)),
+            "def_lines": py.def_lines(op, module),
+            "device_types": literal(tuple(op.devices)),
             "dispatch_key": DISPATCH_KEYS[d],
         }
         for d in op.devices
@@ -45,7 +50,14 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
 def _no_grad_message(op: OpSpec) -> str | None:
     """The Python literal of the message of a Python kernel that refuses backward (Note [Backward refusal])."""
     message = no_grad_message(op)
-    return None if message is None or refuses_backward_in_cpp(op) else repr(message)
+    return None if message is None or refuses_backward_in_cpp(op) else literal(message)
+
+
+def _check(op: OpSpec, check: str) -> dict[str, Any]:
+    """One `torch._check` of the fake kernel: its parts, and the statement laid out as black does."""
+    code, message = expression(check), literal(f"{op.qualname}: expected {check}")
+    lines = wrapped("torch._check(", [code, f"lambda: {message}"], ")", "    ")
+    return {"expression": code, "message": message, "lines": lines}
 
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
@@ -60,6 +72,10 @@ def spec_path(op: OpSpec, config: ProjectConfig) -> str:
 def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
     """The `op` variables of an op's templates (see docs/templates.md)."""
     plan = plan_autograd(op) if op.grads else None
+    samples = [
+        [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
+        for sample in op.test.samples
+    ]
     differentiable = tuple(name for f in op.grads for name in f.inputs)
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
     return {
@@ -71,24 +87,22 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "spec_path": spec_path(op, config),
         "backend": op.backend,
         "registration": op.registration,
-        "devices": repr(list(op.devices)),
+        "devices": literal(list(op.devices)),
         "device_list": list(op.devices),
-        "schema_literal": repr(op.schema),
-        "full_schema_literal": repr(op.full_schema),
-        "mutated_names": repr(tuple(a.name for a in op.mutated)),
-        "differentiable_names": repr(differentiable),
+        "schema_literal": literal(op.schema),
+        "full_schema_literal": literal(op.full_schema),
+        "mutated_names": literal(tuple(a.name for a in op.mutated)),
+        "differentiable_names": literal(differentiable),
         "differentiable": list(differentiable),
         "signature": py.signature(op),
+        "wrapper_def": py.def_lines(op, op.name),
         "plain_signature": py.signature(op, annotate=False),
         "call_arguments": py.call_arguments(op),
         "return_annotation": py.return_annotation(op.returns),
         "handle": py.op_handle(op),
         "docstring": py.docstring(op.doc or f"The {op.qualname} operator."),
         "kernels": _kernels(op),
-        "fake_checks": [
-            {"expression": c, "message": repr(f"{op.qualname}: expected {c}")}
-            for c in op.fake.checks
-        ],
+        "fake_checks": [_check(op, c) for c in op.fake.checks],
         "fake_return": ", ".join(py.fake_outputs(op)),
         "autograd": (
             {
@@ -103,28 +117,38 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),
         "double_backward": op.double_backward,
-        "samples": [
-            [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
-            for sample in op.test.samples
-        ],
-        "reference": op.test.reference,
+        "samples": samples,
+        "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
+        "reference": expression(op.test.reference) if op.test.reference else None,
         "test_dtypes": list(op.test.dtypes),
-        "atol": repr(op.test.atol),
-        "rtol": repr(op.test.rtol),
+        "atol": literal(op.test.atol),
+        "rtol": literal(op.test.rtol),
         "module_imports": module_imports(op),
         "test_imports": test_imports(op),
         "testing_names": testing_names(op, differentiable),
     }
 
 
-def project_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
-    """The `project` variables: computed once per run, shared by every template."""
+def project_context(config: ProjectConfig) -> dict[str, Any]:
+    """The `project` variables of every template: opgen.toml's values only.
+
+    Note [Generate cache] in inputs.py: an op's files are rendered again only
+    when its spec (or a spec it calls) changes, so what its templates receive
+    may not depend on the other ops; `package_context` adds what does.
+    """
     return {
         "namespace": config.namespace,
         "package": config.package,
         "compile_backend": config.compile_backend,
         "cpp_target": config.cpp_target,
         "torch_target_version": config.torch_target_version,
+    }
+
+
+def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
+    """The `project` variables of project-wide templates: also what depends on every op."""
+    return {
+        **project_context(config),
         "has_cpp": any(op.backend == "cpp" for op in ops),
         "has_sharding": any(op.sharding is not None for op in ops),
         "schema_digest": _schema_digest(ops),
