@@ -75,6 +75,24 @@ def test_generate_warns_where_an_int_sets_the_output_shape_and_keeps_the_spec(tm
         assert (tmp_path / "ops" / f"{name}.toml").read_text() == text  # never rewritten
 
 
+def test_a_run_that_skips_everything_still_warns(tmp_path: Path):
+    """Note [Generate cache]: a run that replays the settled plan loads no spec, yet the
+    warnings about the specs are printed as on the run that validated them."""
+    _project(tmp_path)
+    first = generate(tmp_path)
+    generate(tmp_path)  # settles the plan
+    replayed = generate(tmp_path)
+    assert {c.action.value for c in replayed.changes} == {"unchanged"}
+    assert [w.format(tmp_path) for w in replayed.spec_warnings] == [
+        w.format(tmp_path) for w in first.spec_warnings
+    ]
+    assert len(replayed.spec_warnings) == 1
+    check = generate(tmp_path, check=True)
+    assert [w.format(tmp_path) for w in check.spec_warnings] == [
+        w.format(tmp_path) for w in first.spec_warnings
+    ]
+
+
 def test_opgen_new_warns_for_an_int_argument_and_keeps_the_schema(tmp_path: Path):
     made = new_op(tmp_path, "dyn::pad", "(Tensor x, int n) -> Tensor")
     warnings = [w.format(made.root) for w in made.generated.spec_warnings]

@@ -58,8 +58,9 @@ def _warn_once() -> None:
     if MISSING and not _warned:
         _warned = True
         warnings.warn(
-            f"example_ops: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the operators "
-            "take slower public paths instead where there is one. Regenerate the project with a newer opgen.",
+            f"{__package__}: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the "
+            "operators take slower public paths instead where there is one. Regenerate the project "
+            "with a newer opgen.",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -103,9 +104,8 @@ _transform_types = _lookup(_functorch, "TransformType", "torch._C._functorch.Tra
 FORWARD_AD: Any = _forward_ad
 if not hasattr(_forward_ad, "_current_level"):
     MISSING.append("torch.autograd.forward_ad._current_level")
-    FORWARD_AD = types.SimpleNamespace(
-        _current_level=0
-    )  # always "a level is open": the Function path
+    # always "a level is open": the Function path
+    FORWARD_AD = types.SimpleNamespace(_current_level=0)
 
 _transforms_known = transforms_active
 if any_requires_grad is None:
@@ -120,7 +120,8 @@ _warn_once()
 
 
 def direct_call(handle: Any) -> Any:
-    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else the overload."""
+    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else
+    the overload."""
     call = getattr(handle, "_op", None)
     if call is None:
         if "torch._ops.OpOverload._op" not in MISSING:
@@ -144,7 +145,8 @@ def below_autograd(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def redispatch(handle: Any) -> Callable[..., Any]:
-    """`handle.redispatch(keyset, ...)` without its Python frame; a below-autograd call without the binding."""
+    """`handle.redispatch(keyset, ...)` without its Python frame; a below-autograd call without
+    the binding."""
     boxed = getattr(getattr(handle, "_handle", None), "redispatch_boxed", None)
     if boxed is not None and not _NO_KEYSET:
         return boxed
@@ -174,7 +176,8 @@ def plain_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
 
 
 def op_instead_of_function(function: type[torch.autograd.Function]) -> bool:
-    """Whether the innermost torch.func transform cannot take `function`, so the op itself is called.
+    """Whether the innermost torch.func transform cannot take `function`, so the op itself is
+    called.
 
     functionalize has no rule for autograd.Function (torch 2.13: "NYI:
     Functionalize rule for custom_function_call") and needs no formulas; a
@@ -213,12 +216,14 @@ def needs_autograd(*args: Any) -> bool:
 
 
 def refuse_under_transforms(public: str) -> None:
-    """The Autograd kernel's answer to torch.func: an error naming the call that works, never zeros."""
+    """The Autograd kernel's answer to torch.func: an error naming the call that works, never
+    zeros."""
     if _transforms_known is not None and _transforms_known():
         raise RuntimeError(
-            f"{public}: torch.func transforms (grad, vjp, jacrev, jvp, jacfwd) cannot reach this op's "
-            "formulas from inside the dispatcher (a torch.ops call, or torch.compile or functionalize "
-            f"around a transform; torch {torch.__version__}); call {public}(...) eagerly instead"
+            f"{public}: torch.func transforms (grad, vjp, jacrev, jvp, jacfwd) cannot reach this "
+            "op's formulas from inside the dispatcher (a torch.ops call, or torch.compile or "
+            f"functionalize around a transform; torch {torch.__version__}); call {public}(...) "
+            "eagerly instead"
         )
 
 
@@ -255,7 +260,8 @@ def unflatten(lists: tuple[int, ...], counts: Sequence[int], flat: Sequence[Any]
 
 
 def nest(returns: tuple[bool, ...], flat: Sequence[Any]) -> Any:
-    """A Function's flat outputs in the op's structure: the one Tensor[] return (flagged in `returns`) as a list."""
+    """A Function's flat outputs in the op's structure: the one Tensor[] return (flagged in
+    `returns`) as a list."""
     list_at = returns.index(True)
     size = len(flat) - (len(returns) - 1)
     out = [*flat[:list_at], list(flat[list_at : list_at + size]), *flat[list_at + size :]]

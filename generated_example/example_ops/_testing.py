@@ -157,7 +157,8 @@ def check_reference(
 
 
 def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Positional arguments in schema order up to the first one the sample omits; the rest by keyword."""
+    """Positional arguments in schema order up to the first one the sample omits; the rest
+    by keyword."""
     kwargs = dict(kwargs)
     args = []
     for argument in op._schema.arguments:
@@ -170,8 +171,9 @@ def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 def check_private_bindings() -> None:
     """The private torch names the typed wrappers use (_runtime.py) all exist in this torch."""
     assert not MISSING, (
-        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers take the "
-        "regular dispatch path (correct, slower); regenerate the project with a newer opgen"
+        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers "
+        "take the regular dispatch path (correct, slower); regenerate the project with a newer "
+        "opgen"
     )
 
 

@@ -108,14 +108,17 @@ def check_dynamic_shapes(
         )
         torch.testing.assert_close(got, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
     why = (
-        f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and torch.compile "
-        "specializes on ints: declare them SymInt (the kernel still receives integers)"
+        f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and "
+        "torch.compile specializes on ints: declare them SymInt (the kernel still receives "
+        "integers)"
         if ints
-        else "the fake kernel specializes on a size (e.g. int() of a shape, or a Python branch on it)"
+        else "the fake kernel specializes on a size (e.g. int() of a shape, or a Python branch "
+        "on it)"
     )
+    frames = counter.frame_count
     assert (
-        counter.frame_count == 1
-    ), f"torch.compile(dynamic=True) compiled {counter.frame_count} frames for {len(_GROWTH)} sizes: {why}"
+        frames == 1
+    ), f"torch.compile(dynamic=True) compiled {frames} frames for {len(_GROWTH)} sizes: {why}"
 
 
 def _leaves(kwargs: dict[str, Any]) -> list[tuple[str, int | None]]:
@@ -142,7 +145,8 @@ def _bound(
 
 
 def _dynamic_batch(tensors: list[torch.Tensor]) -> list[Any]:
-    """Dim 0 of the first tensor is the batch; other tensors share it where their dim 0 is as long."""
+    """Dim 0 of the first tensor is the batch; other tensors share it where their dim 0 is as
+    long."""
     from torch.export import Dim
 
     first = tensors[0]
@@ -153,7 +157,8 @@ def _dynamic_batch(tensors: list[torch.Tensor]) -> list[Any]:
 
 
 def _grown_batch(value: Any, grow: Any) -> Any:
-    """A sample value whose tensors flagged in `grow` (one flag per tensor, in order) have 3 more rows."""
+    """A sample value whose tensors flagged in `grow` (one flag per tensor, in order) have 3 more
+    rows."""
     if isinstance(value, TensorSpec):
         return (
             dataclasses.replace(value, shape=(value.shape[0] + 3, *value.shape[1:]))
@@ -217,7 +222,8 @@ def _autocast(value: Any, dtype: torch.dtype) -> Any:
 
 
 def check_autocast(op, reference, samples, device, dtype, atol=None, rtol=None) -> None:
-    """Under torch.autocast the op runs in `dtype` and matches the reference on inputs cast the same way."""
+    """Under torch.autocast the op runs in `dtype` and matches the reference on inputs cast the
+    same way."""
     for kwargs in (
         {name: _make(value, device, torch.float32, 0) for name, value in s.items()} for s in samples
     ):
@@ -275,7 +281,8 @@ def check_cuda_graph(op, samples, dtype, mutated=(), atol=None, rtol=None, spec=
 def check_cuda_graph_compiled(
     op, samples, dtype, mutated=(), atol=None, rtol=None, spec="the spec"
 ) -> None:
-    """torch.compile(mode="reduce-overhead") (CUDA graphs under Inductor) matches eager over three calls."""
+    """torch.compile(mode="reduce-overhead") (CUDA graphs under Inductor) matches eager over
+    three calls."""
     import torch._dynamo
 
     sample = _cuda_sample(samples, spec)

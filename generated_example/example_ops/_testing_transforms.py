@@ -151,7 +151,8 @@ def _forward_ad(fn, primals, tangents) -> Any:
 
 
 def check_raw_handle_refuses(op, samples, device, differentiable, public, spec="the spec") -> None:
-    """torch.func through the raw torch.ops handle raises an error naming the typed wrapper, never zeros."""
+    """torch.func through the raw torch.ops handle raises an error naming the typed wrapper,
+    never zeros."""
     names = _tensor_names(samples, differentiable)
     kwargs = _pick(samples, device, torch.float64, names)
     if kwargs is None:
@@ -198,7 +199,8 @@ def _without_vmap_fallback() -> Iterator[None]:
 
 
 def _positional(op, kwargs) -> tuple[list[str], dict[str, Any]]:
-    """The sample's arguments vmap can batch (positional, in schema order) and the rest (keyword-only)."""
+    """The sample's arguments vmap can batch (positional, in schema order) and the rest
+    (keyword-only)."""
     names = [a.name for a in op._schema.arguments if not a.kwarg_only and a.name in kwargs]
     return names, {k: v for k, v in kwargs.items() if k not in names}
 
@@ -215,7 +217,8 @@ def _batched(value: Any, dim: int) -> Any:
 
 
 def _in_dims_cases(tensors: list[str], ranks: dict[str, int]) -> list[dict[str, int]]:
-    """Batch every tensor first; each alone; every tensor at its last dim (a middle one where it has dims)."""
+    """Batch every tensor first; each alone; every tensor at its last dim (a middle one where it
+    has dims)."""
     cases = [{name: 0 for name in tensors}]
     if len(tensors) > 1:
         cases += [{name: 0} for name in tensors]
@@ -308,7 +311,8 @@ def check_vmap(
 
 
 def check_vmap_grad(wrapper, reference, samples, device, differentiable, spec="the spec") -> None:
-    """Per-sample gradients: torch.vmap(torch.func.grad(wrapper)) equals torch.func.grad of the reference, sample by sample."""
+    """Per-sample gradients: torch.vmap(torch.func.grad(wrapper)) equals torch.func.grad of the
+    reference, sample by sample."""
     names = _tensor_names(samples, differentiable)
     kwargs = _pick(samples, device, torch.float64, names, reference)
     if kwargs is None:

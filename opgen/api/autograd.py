@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 from ..spec.expr import SAFE_BUILTINS
 from ..spec.model import OpSpec
-from ..spec.transforms import tangent_names
+from ..spec.tangents import tangent_names
 from . import python as py
+from .pyexpr import unparse
 
 __all__ = ["FunctionPlan", "plan_function", "METADATA_ATTRS", "list_positions", "sibling_call"]
 
@@ -146,7 +147,7 @@ def _element_wise_jvp(op: OpSpec) -> list[tuple[str, str]]:
     for formula in op.grads:
         (name,) = formula.inputs
         tree = _GradToTangent(names[name]).visit(ast.parse(formula.expression, mode="eval"))
-        terms.append((name, ast.unparse(tree)))
+        terms.append((name, unparse(tree, formula.expression)))
     return terms
 
 
@@ -187,7 +188,7 @@ class _Saved:
                     count = self.ctx_value(f"_{arg.name}_count", f"len({arg.name})")
                     saved.append(f"*{arg.name}")
                     end = _plus(offset, count)
-                    unpack.append(f"{arg.name} = list(_saved[{offset}:{end}])")
+                    unpack.append(f"{arg.name} = list(_saved[{_span(offset, end)}])")
                     offset = end
                 else:
                     unpack.append(f"{arg.name} = {self.ctx_value(f'_{arg.name}', arg.name)}")
@@ -264,7 +265,8 @@ def plan_function(op: OpSpec, siblings: Mapping[str, str]) -> FunctionPlan:
 
 
 def _unpack(names: list[str]) -> str:
-    return f"{names[0]}," if len(names) == 1 else ", ".join(names)
+    """Assignment targets as black writes them: a lone target is parenthesized, `(x,) = ...`."""
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
 
 
 def _backward_lines(
@@ -296,7 +298,9 @@ def _backward_lines(
     index_of = {a.name: i for i, a in enumerate(args)}
     rewrite = _Rewrite(op, set(uses.meta), siblings)
     for formula in op.grads:
-        code = ast.unparse(rewrite.visit(ast.parse(formula.expression, mode="eval")))
+        code = unparse(
+            rewrite.visit(ast.parse(formula.expression, mode="eval")), formula.expression
+        )
         flags = [
             (
                 f"any(_needs[{index_of[n]}])"
@@ -315,7 +319,7 @@ def _backward_lines(
             f"return (None, *_flatten(_LISTS, ({grads}{',' if len(args) == 1 else ''}))[1:])"
         )
     else:
-        lines.append(f"return {grads}{',' if len(args) == 1 else ''}")
+        lines.append(f"return ({grads},)" if len(args) == 1 else f"return {grads}")
     return lines
 
 
@@ -353,7 +357,7 @@ def _jvp_lines(
     rewrite = _Rewrite(op, set(uses.meta), siblings)
 
     def code(text: str) -> str:
-        return ast.unparse(rewrite.visit(ast.parse(text, mode="eval")))
+        return unparse(rewrite.visit(ast.parse(text, mode="eval")), text)
 
     if op.jvp.auto == "auto_element_wise":
         # Missing tangents of tensors arrive as zeros; an omitted optional tensor's is None.
@@ -378,6 +382,11 @@ def _jvp_lines(
 
 def _names(text: str) -> set[str]:
     return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _span(start: str, end: str) -> str:
+    """`start:end` as black spaces a slice: around the colon unless both bounds are plain numbers."""
+    return f"{start}:{end}" if start.isdigit() and end.isdigit() else f"{start} : {end}"
 
 
 def _plus(offset: str, amount: int | str) -> str:

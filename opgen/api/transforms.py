@@ -36,6 +36,7 @@ from .fastpath import (
     no_grad_message,
     no_jvp_message,
 )
+from .literals import literal
 
 __all__ = ["function_context", "kernel_context", "vmap_context", "class_name", "public_name"]
 
@@ -57,12 +58,21 @@ def _positional(op: OpSpec) -> str:
     return ", ".join(a.name for a in op.args)
 
 
+def _targets(op: OpSpec) -> str:
+    """Every argument as assignment targets, black's way: a lone one is `(x,)`."""
+    return f"({op.args[0].name},)" if len(op.args) == 1 else _positional(op)
+
+
+def _message(text: str | None) -> str | None:
+    return literal(text) if text else None
+
+
 def _rule_call(op: OpSpec, fn: str, arguments: str) -> str:
     if op.vmap == "custom":
         head = f"_rule.{op.module}_vmap({fn}, "
     elif op.vmap == "leading":
         positions = tuple(i for i, a in enumerate(op.args) if a.name in op.vmap_leading)
-        head = f"_batching.leading({fn}, {positions!r}, "
+        head = f"_batching.leading({fn}, {literal(positions)}, "
     else:
         head = f"_batching.{op.vmap}({fn}, "
     return f"{head}info, in_dims, {arguments})"
@@ -90,7 +100,7 @@ def function_context(op: OpSpec, siblings: Mapping[str, str]) -> dict[str, Any] 
     list_returns = tuple(r.type == "Tensor[]" for r in op.returns)
     if lists:
         vmap_lines = [
-            f"{_positional(op)}{',' if len(op.args) == 1 else ''} = _unflatten(_LISTS, _counts, _flat)",
+            f"{_targets(op)} = _unflatten(_LISTS, _counts, _flat)",
             "in_dims = _unflatten(_LISTS, _counts, in_dims[1:])",
         ]
         apply_args = f"*_flatten(_LISTS, ({_positional(op)},))"
@@ -114,12 +124,12 @@ def function_context(op: OpSpec, siblings: Mapping[str, str]) -> dict[str, Any] 
         "jvp_lines": plan.jvp_lines,
         "vmap_params": plan.vmap_params,
         "vmap_lines": tuple(vmap_lines) if vmap is not None else (),
-        "no_grad_message": repr(no_grad_message(op)) if no_grad_message(op) else None,
-        "no_jvp_message": repr(no_jvp_message(op)) if no_jvp_message(op) else None,
-        "lists": repr(lists) if lists else None,
-        "returns": repr(list_returns) if any(list_returns) else None,
+        "no_grad_message": _message(no_grad_message(op)),
+        "no_jvp_message": _message(no_jvp_message(op)),
+        "lists": literal(lists) if lists else None,
+        "returns": literal(list_returns) if any(list_returns) else None,
         "return_lists": (
-            repr(tuple(i for i, flag in enumerate(list_returns) if flag))
+            literal(tuple(i for i, flag in enumerate(list_returns) if flag))
             if any(list_returns) and len(op.returns) > 1
             else None
         ),

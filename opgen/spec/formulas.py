@@ -11,10 +11,11 @@ from ..errors import DiagnosticSink
 from .expr import SAFE_BUILTINS, ExprProblem, check_expression
 from .fields import check_keys, shown, string_list
 from .load import LoadedToml
-from .model import Arg, FakeRule, GradFormula, Ret
+from .model import Arg, FakeRule, GradFormula, OpSpec, Ret
 from .names import identifier_problem
+from .tangents import tangent_names
 
-__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs", "callable_ops"]
+__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs", "callable_ops", "called_ops"]
 
 # the names every spec expression may use besides the op's arguments
 EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
@@ -113,6 +114,23 @@ def build_grads(
             continue
         formulas.append(GradFormula(targets, expr.strip(), line))
     return tuple(formulas)
+
+
+def called_ops(op: OpSpec) -> frozenset[str]:
+    """The ops of the library that the op's gradient and forward-mode formulas call, by name.
+
+    A valid formula names only inputs, tangents, results, globals and ops, so
+    the names left once the others are taken away are ops. `auto_linear`
+    calls the op itself, through whichever overload its name picks.
+    """
+    known = _formula_names(op.args, op.returns, frozenset()) | set(tangent_names(op.args).values())
+    called = frozenset(
+        node.id
+        for text in (*(formula.expression for formula in op.grads), *op.jvp.result)
+        for node in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(node, ast.Name) and node.id not in known
+    )
+    return called | {op.name} if op.jvp.auto == "auto_linear" else called
 
 
 def _uncalled_ops(tree: ast.AST, op_names: frozenset[str]) -> str | None:

@@ -17,6 +17,7 @@ from .fields import shown, suggest, typed
 from .formulas import EXPR_GLOBALS, callable_ops
 from .load import LoadedToml
 from .model import VMAP_RULES, Arg, GradFormula, JvpRule, Ret
+from .tangents import tangent_names
 
 __all__ = [
     "JVP_AUTO",
@@ -44,20 +45,6 @@ TAG_NAMES = (
 REFUSED_TAGS = ("inplace", "out")
 # register_autocast casts floating inputs to one of these.
 AUTOCAST_DTYPES = ("float16", "bfloat16", "float32")
-
-
-def tangent_names(args: tuple[Arg, ...]) -> dict[str, str]:
-    """Note [Tangent names]
-    In a [jvp] formula the tangent of input `x` is `x_t`, as in derivatives.yaml.
-    An op whose arguments include both `x` and `x_t` would make that ambiguous,
-    so its tangents all take the suffix `_tt` instead (then `_ttt`, ...): the
-    first suffix that names no argument. Arguments always keep their own names.
-    """
-    taken = {a.name for a in args}
-    suffix = "_t"
-    while any(a.name + suffix in taken for a in args):
-        suffix += "t"
-    return {a.name: a.name + suffix for a in args if a.differentiable}
 
 
 def _result_names(rets: tuple[Ret, ...]) -> set[str]:

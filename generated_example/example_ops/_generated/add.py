@@ -50,7 +50,10 @@ def _fake(x, b):
 
 
 class _AddFunction(torch.autograd.Function):
-    """example::add for autograd and torch.func: the formulas of ops/add.toml."""
+    """example::add for autograd and torch.func.
+
+    The formulas are those of ops/add.toml.
+    """
 
     @staticmethod
     def forward(x, b):
@@ -95,7 +98,7 @@ def _apply(x, b):
 
 
 def _autograd(keyset, x, b):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x, b):

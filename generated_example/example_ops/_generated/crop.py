@@ -64,7 +64,10 @@ def _fake(pic, box):
 
 
 class _CropFunction(torch.autograd.Function):
-    """example::crop for autograd and torch.func: the formulas of ops/crop.toml."""
+    """example::crop for autograd and torch.func.
+
+    The formulas are those of ops/crop.toml.
+    """
 
     @staticmethod
     def forward(pic, box):
@@ -107,7 +110,7 @@ def _apply(pic, box):
 
 
 def _autograd(keyset, pic, box):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(pic) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(pic):

@@ -48,7 +48,10 @@ def _fake(x):
 
 
 class _GeluFunction(torch.autograd.Function):
-    """example::gelu for autograd and torch.func: the formulas of ops/gelu.toml."""
+    """example::gelu for autograd and torch.func.
+
+    The formulas are those of ops/gelu.toml.
+    """
 
     @staticmethod
     def forward(x):
@@ -94,7 +97,7 @@ def _apply(x):
 
 
 def _autograd(keyset, x):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x):

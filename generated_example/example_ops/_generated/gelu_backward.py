@@ -53,7 +53,10 @@ def _fake(grad_out, x):
 
 
 class _GeluBackwardFunction(torch.autograd.Function):
-    """example::gelu_backward for autograd and torch.func: the formulas of ops/gelu_backward.toml."""
+    """example::gelu_backward for autograd and torch.func.
+
+    The formulas are those of ops/gelu_backward.toml.
+    """
 
     @staticmethod
     def forward(grad_out, x):
@@ -134,7 +137,7 @@ def _apply(grad_out, x):
 
 
 def _autograd(keyset, grad_out, x):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(grad_out, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(grad_out, x):

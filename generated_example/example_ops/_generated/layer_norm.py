@@ -58,7 +58,10 @@ def _fake(x, weight, bias, eps=1e-05):
 
 
 class _LayerNormFunction(torch.autograd.Function):
-    """example::layer_norm for autograd and torch.func: the formulas of ops/layer_norm.toml."""
+    """example::layer_norm for autograd and torch.func.
+
+    The formulas are those of ops/layer_norm.toml.
+    """
 
     @staticmethod
     def forward(x, weight, bias, eps):
@@ -132,7 +135,7 @@ def _apply(x, weight, bias, eps):
 
 
 def _autograd(keyset, x, weight, bias, eps=1e-05):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x, weight, bias) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x, weight, bias):

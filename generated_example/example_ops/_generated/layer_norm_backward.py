@@ -57,7 +57,10 @@ def _fake(grad_out, x, weight, eps):
 
 
 class _LayerNormBackwardFunction(torch.autograd.Function):
-    """example::layer_norm_backward for autograd and torch.func: ops/layer_norm_backward.toml has no formulas, so its backward and jvp raise."""
+    """example::layer_norm_backward for autograd and torch.func.
+
+    ops/layer_norm_backward.toml has no formulas, so its backward and jvp raise.
+    """
 
     @staticmethod
     def forward(grad_out, x, weight, eps):
@@ -91,7 +94,7 @@ def _apply(grad_out, x, weight, eps):
 
 
 def _autograd(keyset, grad_out, x, weight, eps):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(grad_out, x, weight) and _grad_enabled())
         or _FORWARD_AD._current_level >= 0

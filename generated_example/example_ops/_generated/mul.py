@@ -50,7 +50,10 @@ def _fake(w, x):
 
 
 class _MulFunction(torch.autograd.Function):
-    """example::mul for autograd and torch.func: the formulas of ops/mul.toml."""
+    """example::mul for autograd and torch.func.
+
+    The formulas are those of ops/mul.toml.
+    """
 
     @staticmethod
     def forward(w, x):
@@ -101,7 +104,7 @@ def _apply(w, x):
 
 
 def _autograd(keyset, w, x):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(w, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(w, x):

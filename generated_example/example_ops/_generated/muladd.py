@@ -49,7 +49,10 @@ def _fake(a, b, c):
 
 
 class _MuladdFunction(torch.autograd.Function):
-    """example::muladd for autograd and torch.func: the formulas of ops/muladd.toml."""
+    """example::muladd for autograd and torch.func.
+
+    The formulas are those of ops/muladd.toml.
+    """
 
     @staticmethod
     def forward(a, b, c):
@@ -100,7 +103,7 @@ def _apply(a, b, c):
 
 
 def _autograd(keyset, a, b, c):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(a, b):

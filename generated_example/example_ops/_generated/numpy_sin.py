@@ -55,7 +55,10 @@ def _fake(x):
 
 
 class _NumpySinFunction(torch.autograd.Function):
-    """example::numpy_sin for autograd and torch.func: the formulas of ops/numpy_sin.toml."""
+    """example::numpy_sin for autograd and torch.func.
+
+    The formulas are those of ops/numpy_sin.toml.
+    """
 
     @staticmethod
     def forward(x):
@@ -101,7 +104,7 @@ def _apply(x):
 
 
 def _autograd(keyset, x):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x):

@@ -71,7 +71,10 @@ def _fake(im1, im2, coord):
 
 
 class _PasteFunction(torch.autograd.Function):
-    """example::paste for autograd and torch.func: the formulas of ops/paste.toml."""
+    """example::paste for autograd and torch.func.
+
+    The formulas are those of ops/paste.toml.
+    """
 
     @staticmethod
     def forward(im1, im2, coord):
@@ -118,7 +121,7 @@ def _apply(im1, im2, coord):
 
 
 def _autograd(keyset, im1, im2, coord):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(im1, im2) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(im1, im2):

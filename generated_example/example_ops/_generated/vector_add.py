@@ -49,7 +49,10 @@ def _fake(a, b):
 
 
 class _VectorAddFunction(torch.autograd.Function):
-    """example::vector_add for autograd and torch.func: the formulas of ops/vector_add.toml."""
+    """example::vector_add for autograd and torch.func.
+
+    The formulas are those of ops/vector_add.toml.
+    """
 
     @staticmethod
     def forward(a, b):
@@ -90,7 +93,7 @@ def _apply(a, b):
 
 
 def _autograd(keyset, a, b):
-    """The Autograd kernel: the Function when a gradient or a tangent is needed, else below autograd."""
+    """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(a, b):
