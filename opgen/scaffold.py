@@ -74,7 +74,7 @@ TODO: describe {qualname}.
 \"\"\"
 devices = {devices}
 backend = "{backend}"
-{mutates}
+
 # [grad]
 # x = "grad * ..."        # one formula per differentiable input
 
@@ -82,13 +82,13 @@ backend = "{backend}"
 [test]
 # reference = "..."       # the PyTorch expression the op must match
 
-[[test.samples]]
 {sample}
 """
 
 _SAMPLE_VALUES = {
     "Tensor": "{shape = [4, 3]}",
     "Tensor[]": "[{shape = [4, 3]}, {shape = [2]}]",
+    "Tensor?[]": "[{shape = [4, 3]}, {shape = [2]}]",
     "int": "1",
     "SymInt": "1",
     "float": "0.5",
@@ -105,48 +105,54 @@ _SAMPLE_VALUES = {
 
 
 def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
-    from torchgen.model import FunctionSchema
-
-    from .spec.types import normalize_type
+    from .spec.dialect.parser import SchemaError, parse
 
     try:
-        parsed = FunctionSchema.parse("opgen_op" + schema)
-    except BaseException as exc:
+        parsed = parse(schema)
+    except SchemaError as exc:
+        near = schema[exc.offset :][:30] or "the end"
         raise OpgenError(
             Diagnostic(
                 None,
                 None,
-                f"--schema is not a valid schema: {exc}".replace("opgen_op", ""),
-                'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
+                f"--schema is not a valid schema: {exc.message} (at {near!r})",
+                exc.hint or 'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
             )
         ) from None
-    args = parsed.arguments.flat_all
-    tensors = [a.name for a in args if str(a.type) == "Tensor"]
-    mutated = [a.name for a in args if a.annotation is not None and a.annotation.is_write]
+    args = parsed.args
+    tensors = [a.name for a in args if a.type.family == "Tensor"]
+    written = {a.name for a in args if a.type.is_write}
     sample = "\n".join(
-        f"{a.name} = {_SAMPLE_VALUES[normalize_type(str(a.type)).rstrip('?')]}"
+        f"{a.name} = {_SAMPLE_VALUES[a.type.family]}"
         for a in args
-        if a.default is None
-        and not str(a.type).endswith("?")
-        and normalize_type(str(a.type)).rstrip("?") in _SAMPLE_VALUES
+        if a.default is None and not a.type.is_optional and a.type.family in _SAMPLE_VALUES
     )
     fake = ""
-    if parsed.returns:
-        source = next((t for t in tensors if t not in mutated), tensors[0] if tensors else None)
+    plain = all(
+        r.type.family in ("Tensor", "Tensor[]") and not r.type.annotation for r in parsed.returns
+    )
+    if parsed.returns and plain:
+        source = next((t for t in tensors if t not in written), tensors[0] if tensors else None)
         rule = f"{source}.new_empty({source}.shape)" if source else "torch.empty(0)"
-        rules = [f"[{rule}]" if str(r.type) == "Tensor[]" else rule for r in parsed.returns]
+        rules = [f"[{rule}]" if r.type.family == "Tensor[]" else rule for r in parsed.returns]
         value = (
             f'"{rules[0]}"' if len(rules) == 1 else "[" + ", ".join(f'"{r}"' for r in rules) + "]"
         )
         fake = f"[fake]\nexpr = {value}   # the output rule torch.compile uses: edit to match the kernel\n"
     return _CUSTOM_SPEC.format(
         qualname=qualname,
-        schema=schema.replace('"', '\\"'),
+        schema=schema.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t"),
         devices=_toml_list(devices),
         backend=backend,
-        mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
         fake=fake,
-        sample=sample or "# name = value  # one entry per argument",
+        sample=(
+            f"[[test.samples]]\n{sample}"
+            if sample
+            else "# [[test.samples]]\n# name = value  # one entry per argument"
+        ),
     )
 
 

@@ -11,10 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .fastpath import no_grad_message, refuses_backward_in_cpp
+from .fastpath import (
+    bumps_versions,
+    no_grad_message,
+    refuses_backward_in_cpp,
+    registers_in_cpp,
+    runs_below_autograd,
+)
+from .names import Namer, cpp_safe
 
 __all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
 
@@ -61,36 +69,48 @@ def _explicit_dtypes(op: OpSpec) -> set[str]:
 _LOCALS = ("guard", "stream", "stream_ptr", "n", "threads", "blocks", "error", "t")
 
 
-def _locals(op: OpSpec) -> dict[str, str]:
-    """Names of the stubs' local variables, renamed (`n_`) where an argument already has the name."""
-    taken = {a.name for a in op.args} | {f"{a.name}_c" for a in op.args}
-    names = {}
-    for name in _LOCALS:
-        unique = name
-        while unique in taken:
-            unique += "_"
-        names[name] = unique
-    return names
+@dataclass(frozen=True)
+class _StubNames:
+    """C++ names in an op's kernel stubs (Note [Generated names]): parameters, contiguous copies, locals."""
+
+    params: dict[str, str]
+    contiguous: dict[str, str]  # read-only tensor argument -> its contiguous copy (`x_c`)
+    locals: dict[str, str]
+    cuda_kernel: str  # the CUDA stub's __global__ function (a parameter must not hide it)
 
 
-def _checks(op: OpSpec, device: str) -> list[str]:
+def _stub_names(op: OpSpec) -> _StubNames:
+    params = cpp.cpp_parameter_names(op)
+    namer = Namer(set(params.values()))
+    contiguous = {
+        a.name: namer(cpp_safe(f"{a.name}_c"))
+        for a in op.args
+        if a.family == "Tensor" and not a.mutated
+    }
+    local = {name: namer(name) for name in _LOCALS}
+    return _StubNames(params, contiguous, local, namer(f"{op.module}_kernel"))
+
+
+def _checks(op: OpSpec, device: str, names: _StubNames) -> list[str]:
     """Input checks of a kernel stub: device, dtype, same device, contiguous outputs."""
     target = op.cpp_target
     check = cpp.CppType(target).check
     method, what = CPP_DEVICE_CHECKS[device]
     q = op.qualname
+    p = names.params
     lines: list[str] = []
-    tensors = [a for a in op.args if a.type == "Tensor"]
+    tensors = [a for a in op.args if a.family == "Tensor"]
     for arg in op.args:
-        if arg.type == "Tensor":
-            lines.append(f'{check}({arg.name}.{method}(), "{q}: {arg.name} must be {what}");')
-        elif arg.type == "Tensor?":
+        name = p[arg.name]
+        if arg.family == "Tensor":
+            lines.append(f'{check}({name}.{method}(), "{q}: {arg.name} must be {what}");')
+        elif arg.family == "Tensor?":
             lines.append(
-                f'{check}(!{arg.name}.has_value() || {arg.name}->{method}(), "{q}: {arg.name} must be {what}");'
+                f'{check}(!{name}.has_value() || {name}->{method}(), "{q}: {arg.name} must be {what}");'
             )
-        elif arg.type == "Tensor[]":
-            t = _locals(op)["t"]
-            lines.append(f"for (const auto& {t} : {arg.name}) {{")
+        elif arg.family == "Tensor[]":
+            t = names.locals["t"]
+            lines.append(f"for (const auto& {t} : {name}) {{")
             lines.append(
                 f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");'
             )
@@ -99,54 +119,58 @@ def _checks(op: OpSpec, device: str) -> list[str]:
     fixed = _explicit_dtypes(op)
     checked = [a for a in tensors if a.name not in fixed]
     if checked and allowed:
-        first = checked[0].name
+        first, label = p[checked[0].name], checked[0].name
         condition = " || ".join(
             f"{first}.scalar_type() == {_scalar_type(target, d)}" for d in allowed
         )
-        lines.append(f'{check}({condition}, "{q}: {first} must be {" or ".join(allowed)}");')
+        lines.append(f'{check}({condition}, "{q}: {label} must be {" or ".join(allowed)}");')
         for arg in checked[1:]:
             lines.append(
-                f'{check}({arg.name}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {first}");'
+                f'{check}({p[arg.name]}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {label}");'
             )
     if device == "cuda" and len(tensors) > 1:
-        first = tensors[0].name
+        first, label = p[tensors[0].name], tensors[0].name
         same = "get_device_index()" if target == "stable" else "device()"
         for arg in tensors[1:]:
             lines.append(
-                f'{check}({arg.name}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {first}");'
+                f'{check}({p[arg.name]}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {label}");'
             )
     for arg in op.args:
-        if arg.mutated and arg.type == "Tensor":
+        if arg.mutated and arg.family == "Tensor":
             lines.append(
-                f'{check}({arg.name}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
+                f'{check}({p[arg.name]}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
             )
     return lines
 
 
-def _contiguous(op: OpSpec) -> list[str]:
+def _contiguous(op: OpSpec, names: _StubNames) -> list[str]:
     """Read-only tensor inputs as contiguous tensors named `<arg>_c` (a no-op when they already are)."""
     tensor = cpp.CppType(op.cpp_target).tensor
     lines = []
     for arg in op.args:
-        if arg.type == "Tensor" and not arg.mutated:
+        if arg.name in names.contiguous:
+            name = names.params[arg.name]
             value = (
-                f"torch::stable::contiguous({arg.name})"
+                f"torch::stable::contiguous({name})"
                 if op.cpp_target == "stable"
-                else f"{arg.name}.contiguous()"
+                else f"{name}.contiguous()"
             )
-            lines.append(f"const {tensor} {arg.name}_c = {value};")
+            lines.append(f"const {tensor} {names.contiguous[arg.name]} = {value};")
     return lines
 
 
 def _header_includes(op: OpSpec) -> list[str]:
-    types = {a.type.rstrip("?") for a in op.args}
+    families = [a.family for a in op.args] + [r.family for r in op.returns]
+    types = {a.type.element for a in op.args} | {r.type.element for r in op.returns}
     std = {"<cstdint>"}
-    if any(a.type.endswith("?") for a in op.args):
+    if any("?" in f for f in families):
         std.add("<optional>")
-    if len(op.returns) > 1:
+    if len(op.returns) > 1 or any(a.type.unwrapped.kind is TypeKind.TUPLE for a in op.args):
         std.add("<tuple>")
-    if any(t.endswith("[]") for t in types) or any(r.type == "Tensor[]" for r in op.returns):
+    if any("[]" in f for f in families):
         std.add("<vector>")
+    if "str" in types:
+        std.add("<string>")
     if op.cpp_target == "stable":
         torch = [
             "<torch/csrc/stable/library.h>",
@@ -156,17 +180,15 @@ def _header_includes(op: OpSpec) -> list[str]:
         ]
         if "Device" in types:
             torch.append("<torch/csrc/stable/device.h>")
-        if "str" in types:
-            std.add("<string>")
     else:
         torch = ["<ATen/core/Tensor.h>"]
-        if "Tensor[]" in types or "bool[]" in types:
+        if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families):
             torch.append("<ATen/core/List.h>")
         if "Scalar" in types:
             torch.append("<c10/core/Scalar.h>")
         if "Device" in types:
             torch.append("<c10/core/Device.h>")
-        if "SymInt" in types or "SymInt[]" in types:
+        if "SymInt" in types:
             torch.append("<c10/core/SymInt.h>")
     return torch + sorted(std)
 
@@ -176,7 +198,8 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
     target = op.cpp_target
     kind = cpp.CppType(target)
     ret = cpp.return_type(op.returns, target)
-    tensors = [a.name for a in op.args if a.type == "Tensor"]
+    names = _stub_names(op)
+    tensors = [a.name for a in op.args if a.family == "Tensor"]
     return {
         "target": target,
         "tensor": kind.tensor,
@@ -189,9 +212,9 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "def_schema": cpp.cpp_string(op.full_schema),
         "header": files.header,
         "header_includes": _header_includes(op),
-        "checks": {d: _checks(op, d) for d in op.devices},
-        "contiguous": _contiguous(op),
-        "first_tensor": tensors[0] if tensors else None,
+        "checks": {d: _checks(op, d, names) for d in op.devices},
+        "contiguous": _contiguous(op, names),
+        "first_tensor": names.params[tensors[0]] if tensors else None,
         "cpu_file": files.kernels["cpu"],
         "cuda_file": files.kernels["cuda"],
         "not_implemented": {
@@ -200,10 +223,26 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
             )
             for d in op.devices
         },
-        "cuda_kernel": f"{op.module}_kernel",
-        "local": _locals(op),
+        "cuda_kernel": names.cuda_kernel,
+        "local": names.locals,
         "pybind": op.pybind,
     }
+
+
+def _tags_cpp(op: OpSpec) -> str:
+    return ", {" + ", ".join(f"at::Tag::{t}" for t in op.tags) + "}" if op.tags else ""
+
+
+def _defined_in_python(op: OpSpec) -> bool:
+    """Note [Defining tagged ops]
+    A tag must reach torch with the op's definition (Note [Tags of aliasing
+    ops]). The classic library passes it to `m.def(schema, {at::Tag::inplace})`.
+    The stable ABI's `def(schema, tags)` compiles but aborts the process when
+    the library loads in torch 2.13 ("Not yet supported Tag"), so on the stable
+    target a tagged op is defined from Python, with its tag, by `_library.py`
+    before it loads the compiled library; the library only implements it.
+    """
+    return op.cpp_target == "stable" and bool(op.tags)
 
 
 def cpp_project_context(
@@ -216,7 +255,15 @@ def cpp_project_context(
         "library_file": library_file,
         "devices": devices,
         "dispatch_keys": dict(DISPATCH_KEYS),
-        "defs": [c["def_schema"] for _, c in ops],
+        "defs": [c["def_schema"] + _tags_cpp(op) for op, c in ops if not _defined_in_python(op)],
+        "python_defs": [
+            {
+                "schema": repr(op.full_schema),
+                "tags": "(" + ", ".join(f"torch.Tag.{t}" for t in op.tags) + ",)",
+            }
+            for op, _ in ops
+            if _defined_in_python(op)
+        ],
         "impls": {
             d: [
                 {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
@@ -230,6 +277,12 @@ def cpp_project_context(
             {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
             for op, c in ops
             if refuses_backward_in_cpp(op)
+        ],
+        "below_autograd": [
+            c["impl_name"] for op, c in ops if registers_in_cpp(op) and runs_below_autograd(op)
+        ],
+        "version_bumps": [
+            c["impl_name"] for op, c in ops if registers_in_cpp(op) and bumps_versions(op)
         ],
         "pybind_ops": [
             {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..spec.dialect.types import SchemaType, TypeKind
 from ..spec.model import Arg, OpSpec, Ret, TensorSample, join_params
-from ..spec.types import normalize_type
 
 __all__ = [
     "annotation",
@@ -28,40 +28,71 @@ _BASE_ANNOTATIONS = {
     "ScalarType": "torch.dtype",
     "Device": "torch.device | str",
 }
+# what Python receives from a registered op: a ScalarType comes back as its int code
+_RETURN_ANNOTATIONS = {
+    "Tensor": "Tensor",
+    "Tensor?": "Tensor | None",
+    "Tensor[]": "list[Tensor]",
+    "int": "int",
+    "SymInt": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "str[]": "list[str]",
+    "ScalarType": "int",
+}
 
 
-def annotation(type_text: str) -> str:
-    type_text = normalize_type(type_text)
-    optional = type_text.endswith("?")
-    base = type_text.rstrip("?")
-    if base.endswith("[]"):
-        text = f"Sequence[{_BASE_ANNOTATIONS[base[:-2]]}]"
-    else:
-        try:
-            text = _BASE_ANNOTATIONS[base]
-        except KeyError:
-            raise ValueError(f"no Python annotation for schema type {type_text}") from None
-    return f"{text} | None" if optional else text
+def annotation(kind: SchemaType) -> str:
+    """The Python annotation of an argument type (`Tensor?[]` -> `Sequence[Tensor | None]`)."""
+    if kind.kind is TypeKind.OPTIONAL:
+        return f"{annotation(kind.items[0])} | None"
+    if kind.kind is TypeKind.LIST:
+        return f"Sequence[{annotation(kind.items[0])}]"
+    if kind.kind is TypeKind.TUPLE:
+        return f"tuple[{', '.join(annotation(m) for m in kind.items)}]"
+    try:
+        return _BASE_ANNOTATIONS[kind.name]
+    except KeyError:
+        raise ValueError(f"no Python annotation for schema type {kind}") from None
 
 
-def return_annotation(rets: tuple[Ret, ...]) -> str:
+def return_annotation(rets: tuple[Ret, ...], kernel: bool = False) -> str:
+    """The annotation of what the op returns; `kernel`: of what its Python kernel returns.
+
+    Python receives a `ScalarType` return as an int (torch's dtype code), while
+    the kernel returns a `torch.dtype`.
+    """
     if not rets:
         return "None"
-    parts = ["list[Tensor]" if r.type == "Tensor[]" else "Tensor" for r in rets]
+    parts = [
+        "torch.dtype" if kernel and r.family == "ScalarType" else _RETURN_ANNOTATIONS[r.family]
+        for r in rets
+    ]
     return parts[0] if len(parts) == 1 else f"tuple[{', '.join(parts)}]"
 
 
+def _value_literal(value: object, element: str) -> str:
+    if isinstance(value, str) and element == "ScalarType":
+        return f"torch.{value}"
+    if isinstance(value, str) and element == "Device":
+        return f"torch.device({value!r})"
+    return repr(value)
+
+
 def default_literal(arg: Arg) -> str | None:
-    """The schema default as a Python literal (lists become tuples)."""
+    """The schema default as a Python value (lists become tuples, dtype names torch dtypes).
+
+    Python kernels need every default spelled out: the dispatcher leaves out
+    trailing arguments equal to their default, even when the caller passed them.
+    """
     if arg.default is None:
         return None
-    text = arg.default.strip()
-    if text.startswith("[") and text.endswith("]"):
-        items = [i.strip() for i in text[1:-1].split(",") if i.strip()]
+    value, element = arg.default.value, arg.type.element
+    if isinstance(value, tuple):
+        items = [_value_literal(v, element) for v in value]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if text in ("inf", "-inf", "nan"):
-        return f"float({text!r})"
-    return text
+    return _value_literal(value, element)
 
 
 def signature(op: OpSpec, annotate: bool = True) -> str:
@@ -79,9 +110,35 @@ def call_arguments(op: OpSpec) -> str:
     return ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args)
 
 
-def fake_outputs(op: OpSpec) -> tuple[str, ...]:
-    """What the fake kernel returns, one expression per output: `x.new_empty(x.shape)` for `like = "x"`."""
-    return tuple(f"{name}.new_empty({name}.shape)" for name in op.fake.like) or op.fake.expr
+def _aliased_argument(op: OpSpec, ret: Ret) -> str | None:
+    """The argument a return is written into (`-> Tensor(a!)` returns the argument in set a)."""
+    alias = ret.type.annotation
+    if alias is None or not alias.is_write:
+        return None
+    for arg in op.args:
+        own = arg.type.annotation
+        if own is not None and own.is_write and set(own.before) & set(alias.before):
+            return arg.name
+    return None
+
+
+def fake_outputs(op: OpSpec) -> tuple[str, ...] | None:
+    """What the fake kernel returns, one expression per output; None when the spec gives no rule.
+
+    `like = "x"` gives `x.new_empty(x.shape)`; a return written into an argument
+    is that argument, whatever the rule says.
+    """
+    given = tuple(f"{n}.new_empty({n}.shape)" for n in op.fake.like) or op.fake.expr
+    outputs = []
+    for index, ret in enumerate(op.returns):
+        argument = _aliased_argument(op, ret)
+        if argument is not None:
+            outputs.append(argument)
+        elif index < len(given):
+            outputs.append(given[index])
+        else:
+            return None
+    return tuple(outputs)
 
 
 def op_handle(op: OpSpec) -> str:
@@ -96,8 +153,9 @@ def docstring(text: str) -> str:
     return f'"""{body}"""'
 
 
-def sample_literal(value: object, type_text: str = "") -> str:
-    if "ScalarType" in type_text and isinstance(value, str):
+def sample_literal(value: object, kind: SchemaType | None = None) -> str:
+    element = kind.element if kind is not None else ""
+    if element == "ScalarType" and isinstance(value, str):
         return f"torch.{value}"
     if isinstance(value, TensorSample):
         fields = [repr(value.shape)]
@@ -113,5 +171,7 @@ def sample_literal(value: object, type_text: str = "") -> str:
     if isinstance(value, tuple) and value and all(isinstance(v, TensorSample) for v in value):
         return "[" + ", ".join(sample_literal(v) for v in value) + "]"
     if isinstance(value, tuple):
+        if kind is not None and kind.unwrapped.kind is TypeKind.TUPLE:
+            return repr(value)
         return repr(list(value))
     return repr(value)

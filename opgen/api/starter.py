@@ -50,12 +50,13 @@ def _is_sine(op: OpSpec) -> bool:
     one_tensor = (
         len(op.args) == 1
         and op.args[0].name == "x"
-        and op.args[0].type == "Tensor"
+        and op.args[0].family == "Tensor"
         and not op.args[0].mutated
     )
     return (
         one_tensor
-        and [r.type for r in op.returns] == ["Tensor"]
+        and [r.family for r in op.returns] == ["Tensor"]
+        and not op.returns[0].aliased
         and op.test.reference == "torch.sin(x)"
     )
 
