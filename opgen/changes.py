@@ -30,6 +30,11 @@ class Action(StrEnum):
     OVERWRITE = "overwrite"  # such a file, overwritten because of --force
     REMOVE = "remove"  # a generated file whose spec is gone
     KEEP = "keep"  # a user file opgen leaves as it is (its spec is gone, or it is not opgen's)
+    SPARE = "spare"  # listed as generated, but not a file opgen may remove: left as it is
+    ATTACH = "attach"  # a user file whose record was lost, merged again from now on
+    UNTRACKED = (
+        "untracked"  # no record of the file, and it differs from the render: a person decides
+    )
 
     @property
     def writes(self) -> bool:
@@ -44,12 +49,17 @@ class Action(StrEnum):
     @property
     def failed(self) -> bool:
         """Whether the run exits 1 because of this file."""
-        return self in (Action.CONFLICT, Action.UNRESOLVED, Action.EDITED)
+        return self in (Action.CONFLICT, Action.UNRESOLVED, Action.EDITED, Action.UNTRACKED)
+
+    @property
+    def stops(self) -> bool:
+        """Whether the run writes nothing at all because of this file (a person must decide first)."""
+        return self in (Action.EDITED, Action.UNTRACKED)
 
     @property
     def to_stderr(self) -> bool:
         """Reported as a problem (stderr) rather than as progress."""
-        return self.failed
+        return self.failed or self is Action.SPARE
 
     @property
     def label(self) -> str:
@@ -81,11 +91,23 @@ _LABELS = {
     Action.OVERWRITE: "overwritten",
     Action.REMOVE: "removed",
     Action.KEEP: "kept",
+    Action.SPARE: "not removed",
+    Action.ATTACH: "re-attached",
+    Action.UNTRACKED: "untracked",
 }
 _SUMMARY = {Action.CONFLICT: "conflicts", Action.EDITED: "edited by hand"}
 # the summary always shows these counts, the others only when not zero
 _SUMMARY_ALWAYS = (Action.CREATE, Action.UPDATE, Action.MERGE, Action.UNCHANGED, Action.CONFLICT)
-_SUMMARY_IF_ANY = (Action.REMOVE, Action.KEEP, Action.UNRESOLVED, Action.EDITED, Action.OVERWRITE)
+_SUMMARY_IF_ANY = (
+    Action.REMOVE,
+    Action.KEEP,
+    Action.UNRESOLVED,
+    Action.EDITED,
+    Action.OVERWRITE,
+    Action.SPARE,
+    Action.ATTACH,
+    Action.UNTRACKED,
+)
 
 
 def summarize(actions: Iterable[Action]) -> str:
@@ -106,6 +128,7 @@ class Change:
     new: str | None
     entry: Entry | None  # manifest entry after the change; None removes it
     note: str = ""
+    backup: bool = False  # the writer saves `old` under .opgen/backup/ before changing the file
 
     @property
     def writes(self) -> bool:

@@ -6,8 +6,12 @@ are imported only when a command runs, so that `opgen --help` stays fast.
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
 
+from . import __version__
 from .commands import bench, build, generate, new, templates, test
 
 __all__ = ["app", "main"]
@@ -17,11 +21,36 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags without type placeholders, no rich import
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"opgen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print opgen's version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    """Generate PyTorch custom operators (Python, C++, CUDA) from one short spec per op."""
+
 
 for _command in (generate, new, test, build, templates, bench):
     _command.register(app)
 
 
 def main() -> None:
+    if build.answer_up_to_date(sys.argv[1:]):  # Note [Build stamp]: a no-op build, answered fast
+        return
     app()

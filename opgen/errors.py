@@ -7,6 +7,8 @@ all of them before failing, so one run reports every problem.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,18 +26,27 @@ class Diagnostic:
     def format(self, root: Path | None = None) -> str:
         where = ""
         if self.path is not None:
-            shown = self.path
-            if root is not None:
-                try:
-                    shown = self.path.resolve().relative_to(root.resolve())
-                except ValueError:
-                    pass
+            shown = _relative(self.path, root) if root is not None else self.path
             where = f"{shown}:{self.line}: " if self.line else f"{shown}: "
         text = f"{where}{self.level}: {self.message}"
         if self.hint:
             # A hint of several lines (a TOML snippet) stays indented under its error.
             text += "\n  hint: " + self.hint.replace("\n", "\n        ")
         return text
+
+
+def _relative(path: Path, root: Path) -> Path:
+    """`path` relative to `root` when it is inside; a symlink in the last place is not followed."""
+    real_root = root.resolve()
+    candidates = (
+        (Path(os.path.abspath(path)), Path(os.path.abspath(root))),
+        (Path(os.path.abspath(path)), real_root),
+        (path.parent.resolve() / path.name, real_root),
+    )
+    for candidate, base in candidates:
+        with contextlib.suppress(ValueError):
+            return candidate.relative_to(base)
+    return path
 
 
 class OpgenError(Exception):

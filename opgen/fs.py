@@ -1,26 +1,38 @@
 """The one path by which opgen changes files in a project.
 
-Note [Confined writes]
-Every write, rename, delete and mkdir opgen makes in a project goes through a
-`ProjectFiles` rooted at the project: generated and user files, the manifest
-and its journal, merge backups, template overrides and their records,
-`opgen.toml` and new specs, `build/build.ninja` and the compiled library.
-Each path must resolve inside the root; one that leads out (through `..` or
-a symlink) is refused with a diagnostic. Writes are atomic (temporary file,
-fsync, rename), so a crash leaves the old or the new text, never half.
+Every write, rename, delete and mkdir of every command goes through a
+`ProjectFiles` rooted at the project, and from there through `Confined`
+(Note [Confined writes] in confined.py): generated and user files, the
+manifest and its journal, merge and `--force` backups, template overrides
+and their records, `opgen.toml` and new specs, `build/` (the ninja file, and
+the folders and checks before ninja writes its own outputs), and the caches
+of `opgen test`.
+
+Note [Staged writes]
+A run that changes several files stages them first: every new text is
+written to a temporary beside its target, and only when all of them are on
+disk are they renamed over their targets, one by one. An I/O error while
+staging (a read-only folder, a full disk) removes the temporaries and leaves
+the project as it was. The renames are not atomic as a group: a run that is
+killed, or fails, between two renames leaves some files new and some old.
+The manifest journal (Note [Manifest journal] in manifest.py) is written
+after staging and before the first rename, so the next run tells which files
+hold the new text and finishes the job.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-import tempfile
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .confined import Confined, FileAccessError, Staged
 from .errors import Diagnostic, OpgenError
 
-__all__ = ["ProjectFiles", "atomic_write", "STATE_DIR"]
+__all__ = ["ProjectFiles", "Batch", "atomic_write", "STATE_DIR"]
 
 STATE_DIR = ".opgen"
 # the manifest and template records are committed; the lock, backups and caches are not
@@ -28,20 +40,12 @@ _STATE_IGNORE = "lock\nbackup/\ncache/\n"
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash leaves old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write `text` to `path` via a temporary file and a rename, so a crash leaves old or new, never half."""
+    Confined(path.parent).write(path.name, text.encode("utf-8"))
+
+
+def _temporary_of(name: str) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(name)}\.[A-Za-z0-9_]{{6,16}}\.tmp\Z")
 
 
 class ProjectFiles:
@@ -49,33 +53,24 @@ class ProjectFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self.confined = Confined(self.root)
 
     def path(self, rel: str | Path) -> Path:
-        """The absolute path of `rel` (project-relative, or absolute inside the project); refuses a way out."""
-        target = self.root / rel
-        if not target.resolve().is_relative_to(self.root):
-            raise OpgenError(
-                Diagnostic(
-                    target,
-                    None,
-                    "refusing to write outside the project (the path or a symlink leads out)",
-                    "remove the symlink or fix the path",
-                )
-            )
-        return target
+        """The absolute path of file `rel`, checked: no symlink on the way, not a symlink or folder itself."""
+        self.confined.status(rel)
+        return self.root.joinpath(*self.confined.parts(rel))
 
     def read_text(self, rel: str | Path) -> str | None:
         """The file exactly as it is (no newline translation), or None when absent."""
-        path = self.path(rel)
-        try:
-            with open(path, encoding="utf-8", newline="") as handle:
-                return handle.read()
-        except FileNotFoundError:
+        data = self.confined.read_bytes(rel)
+        if data is None:
             return None
-        except (IsADirectoryError, UnicodeDecodeError) as exc:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise OpgenError(
                 Diagnostic(
-                    path,
+                    self.root / rel,
                     None,
                     f"cannot read this file opgen manages: {exc}",
                     "move it away; opgen will write it again",
@@ -83,38 +78,42 @@ class ProjectFiles:
             ) from None
 
     def exists(self, rel: str | Path) -> bool:
-        """Whether the (confined) path exists."""
-        return self.path(rel).exists()
+        """Whether a regular file is at `rel` (a symlink or a folder there is refused)."""
+        return self.confined.status(rel) is not None
 
     def write_text(self, rel: str | Path, text: str) -> None:
         """Write atomically, creating the folders on the way."""
-        atomic_write(self.path(rel), text)
+        self.confined.write(rel, text.encode("utf-8"))
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
         """Rename `src` to `dst`, replacing it; both inside the project."""
-        os.replace(self.path(src), self.path(dst))
+        self.confined.rename(src, dst)
 
     def unlink(self, rel: str | Path) -> bool:
         """Delete the file if it is there; whether it was."""
-        try:
-            self.path(rel).unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        return self.confined.unlink(rel)
 
     def mkdir(self, rel: str | Path) -> Path:
         """Create the folder (and its parents) if missing; returns its path."""
-        path = self.path(rel)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        self.confined.mkdir(rel)
+        return self.root.joinpath(*self.confined.parts(rel))
 
-    def sweep_temporaries(self, rel: str | Path) -> None:
-        """Remove temporaries that a killed `atomic_write` of `rel` left behind."""
-        path = self.path(rel)
-        if path.parent.is_dir():
-            for stale in path.parent.glob(f".{path.name}.*.tmp"):
-                with contextlib.suppress(OSError):
-                    self.path(stale).unlink()
+    def sweep_temporaries(self, paths: Iterable[str]) -> None:
+        """Remove temporaries that a killed run left beside `paths` (one listing per folder)."""
+        by_folder: dict[str, set[str]] = {}
+        for rel in paths:
+            folder, _, name = rel.rpartition("/")
+            by_folder.setdefault(folder, set()).add(name)
+        for folder, names in sorted(by_folder.items()):
+            patterns = [_temporary_of(name) for name in names]
+            for entry in self.confined.listdir(folder or ".") or []:
+                if entry.endswith(".tmp") and any(p.match(entry) for p in patterns):
+                    with contextlib.suppress(OpgenError):  # not a regular file: not ours
+                        self.confined.unlink(f"{folder}/{entry}" if folder else entry)
+
+    def batch(self) -> Batch:
+        """A set of writes, renames and removals applied together. Note [Staged writes]."""
+        return Batch(self)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -123,7 +122,7 @@ class ProjectFiles:
         ignore = f"{STATE_DIR}/.gitignore"
         if "cache/" not in (self.read_text(ignore) or ""):
             self.write_text(ignore, _STATE_IGNORE)
-        with open(self.path(f"{STATE_DIR}/lock"), "a+") as handle:
+        with os.fdopen(self.confined.open_lock(f"{STATE_DIR}/lock"), "a+") as handle:
             try:
                 import fcntl
             except ImportError:  # Windows
@@ -142,3 +141,84 @@ class ProjectFiles:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _with_note(exc: OpgenError, note: str) -> OpgenError:
+    first, *rest = exc.diagnostics
+    return type(exc)([dataclasses.replace(first, message=f"{first.message}; {note}"), *rest])
+
+
+class Batch:
+    """Writes, renames and removals planned together and applied in two phases. Note [Staged writes].
+
+    `stage()` writes every new text to a temporary beside its target; `commit()`
+    then applies the steps in the order they were added. A failure while
+    staging leaves the project as it was.
+    """
+
+    def __init__(self, files: ProjectFiles) -> None:
+        self._files = files
+        self._steps: list[tuple[str, str, str]] = []  # (kind, path, text or rename target)
+        self._staged: dict[int, Staged] = {}
+
+    def write(self, rel: str, text: str) -> None:
+        """Replace (or create) `rel` with `text`."""
+        self._steps.append(("write", rel, text))
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move `src` to `dst` (both inside the project)."""
+        self._steps.append(("rename", src, dst))
+
+    def remove(self, rel: str) -> None:
+        """Delete `rel` if it is there."""
+        self._steps.append(("remove", rel, ""))
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def stage(self) -> None:
+        """Write every new text to its temporary; on failure remove them all and raise."""
+        confined = self._files.confined
+        try:
+            for index, (kind, rel, text) in enumerate(self._steps):
+                if kind == "write":
+                    self._staged[index] = confined.stage(rel, text.encode("utf-8"))
+        except BaseException as exc:
+            self.discard()
+            if isinstance(exc, FileAccessError):
+                raise _with_note(exc, "nothing was changed") from None
+            raise
+
+    def discard(self) -> None:
+        """Remove the temporaries not yet renamed, and the folders made for them."""
+        for staged in self._staged.values():
+            self._files.confined.discard(staged)
+        self._staged.clear()
+        self._files.confined.remove_created_folders()
+
+    def commit(self) -> None:
+        """Apply every step in order (the writes were staged); on failure say how far it got."""
+        confined = self._files.confined
+        done = 0
+        try:
+            for index, (kind, rel, text) in enumerate(self._steps):
+                if kind == "write":
+                    confined.commit(self._staged[index])
+                    del self._staged[index]
+                elif kind == "rename":
+                    confined.rename(rel, text)
+                else:
+                    confined.unlink(rel)
+                done += 1
+        except BaseException as exc:
+            for staged in self._staged.values():
+                confined.discard(staged)
+            self._staged.clear()
+            if isinstance(exc, FileAccessError):
+                note = (
+                    f"{done} of {len(self._steps)} changes were made before this one; "
+                    "the next `opgen generate` finishes the job"
+                )
+                raise _with_note(exc, note) from None
+            raise
+        confined.created.clear()

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .api.context import spec_path
 from .changes import Action, Change, summarize
+from .errors import Diagnostic, OpgenError
 from .format import format_python
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
 from .overrides import override_warnings
+from .plan import Authority, Rendered, plan_changes
 from .project import Project, load_project
 from .render import Renderer
-from .targets import Artifact
-from .targets.project import collect_artifacts
-from .writer import Rendered, apply_changes, needs_writing, plan_changes
+from .spec.config import CONFIG_FILE
+from .targets import Artifact, Owner
+from .targets.project import collect_artifacts, removal_refused
+from .writer import apply_changes, needs_writing
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -45,15 +50,17 @@ class GenerateResult:
 
     @property
     def stopped(self) -> bool:
-        """A generated file was edited by hand, so the run wrote nothing."""
-        return not self.written and any(c.action is Action.EDITED for c in self.changes)
+        """A file needs a person's decision (an edited generated file, an untracked user file), so the run wrote nothing."""
+        return not self.written and any(c.action.stops for c in self.changes)
 
     def summary(self) -> str:
         """The report's last line: "2 created, 0 updated, ..."."""
         return summarize(c.action for c in self.changes)
 
 
-def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root: Path) -> Rendered:
+def _render_one(
+    renderer: Renderer, artifact: Artifact, manifest: Manifest, files: ProjectFiles
+) -> Rendered:
     raw = renderer.render(artifact.template, artifact.context)
     render_sha = digest(f"{__version__}\0{raw}")
     initial = None
@@ -76,9 +83,8 @@ def _render_one(renderer: Renderer, artifact: Artifact, manifest: Manifest, root
                     render_sha,
                     initial,
                 )
-            on_disk = root / artifact.path
-            if on_disk.is_file():
-                text = on_disk.read_text(encoding="utf-8")
+            text = files.read_text(artifact.path)
+            if text is not None:
                 if digest(text) == previous.sha256:
                     return Rendered(
                         artifact.path, artifact.owner, artifact.source, text, render_sha, initial
@@ -98,9 +104,9 @@ def render_all(
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
     renderer = Renderer(templates or project.config.templates)
+    files = ProjectFiles(project.root)
     return [
-        _render_one(renderer, a, manifest, project.root)
-        for a in collect_artifacts(project, fresh_specs)
+        _render_one(renderer, a, manifest, files) for a in collect_artifacts(project, fresh_specs)
     ]
 
 
@@ -110,6 +116,7 @@ def generate(
     check: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    adopt: Iterable[str] = (),
     templates: Path | None = None,
     sources: Mapping[str, str] | None = None,
 ) -> GenerateResult:
@@ -120,9 +127,12 @@ def generate(
     formatting and planning. Only then, and only when something changes, does
     the run take the project lock, plan again against what is on disk now and
     write. `check`/`dry_run` only plan; they create nothing, not even `.opgen/`.
-    A file edited by hand (an "edited" change) stops the run before anything is
-    written; `force` overwrites it instead. `templates` replaces the project's
-    template folder for this run.
+    A file edited by hand (an "edited" change) or a user file whose record is
+    lost ("untracked") stops the run before anything is written; `force`
+    overwrites edited generated files instead (keeping backups), `adopt`
+    (project-relative paths of user files) re-attaches user files to the
+    current scaffold (Note [Lost records] in plan.py). `templates` replaces
+    the project's template folder for this run.
 
     `sources` are new project files (project-relative path -> text, e.g. a new
     spec and opgen.toml) validated with the project as if they were on disk and
@@ -133,18 +143,46 @@ def generate(
     files = ProjectFiles(project.root)
     folder = templates or project.config.templates
     warnings = override_warnings(files.root, folder)
-    manifest = Manifest.load(files.root)
+    manifest = Manifest.load(files)
     rendered = render_all(project, manifest, folder, frozenset(sources))
-    changes = plan_changes(files, rendered, manifest, force, sources)
-    if check or dry_run or any(c.action is Action.EDITED for c in changes):
+    authority = Authority(
+        functools.partial(removal_refused, project.config),
+        force,
+        _adoptable(rendered, adopt, project.root),
+        frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
+    )
+    changes = plan_changes(files, rendered, manifest, authority, sources)
+    if manifest.damage:
+        warnings.append(f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read")
+    if check or dry_run or any(c.action.stops for c in changes):
         return GenerateResult(changes, written=False, warnings=warnings)
     if not needs_writing(files, changes, manifest):
         return GenerateResult(changes, written=True, warnings=warnings)
     with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
-        manifest = Manifest.load(files.root)
-        changes = plan_changes(files, rendered, manifest, force, sources)
-        if any(c.action is Action.EDITED for c in changes):
+        manifest = Manifest.load(files)
+        changes = plan_changes(files, rendered, manifest, authority, sources)
+        if any(c.action.stops for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)
         apply_changes(files, changes, manifest)
     return GenerateResult(changes, written=True, warnings=warnings)
+
+
+def _adoptable(rendered: list[Rendered], adopt: Iterable[str], root: Path) -> frozenset[str]:
+    """The `--adopt` paths, checked: each must be a user-owned file of the project."""
+    users = {r.path for r in rendered if r.owner is Owner.USER}
+    wanted = frozenset(Path(p).as_posix() for p in adopt)
+    unknown = sorted(wanted - users)
+    if unknown:
+        raise OpgenError(
+            [
+                Diagnostic(
+                    root / path,
+                    None,
+                    "--adopt takes a file that is yours and that opgen merges into (a kernel or setup.py)",
+                    "files it can adopt: " + (", ".join(sorted(users)) or "none"),
+                )
+                for path in unknown
+            ]
+        )
+    return wanted

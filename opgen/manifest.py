@@ -16,12 +16,14 @@ the wrong base.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fs import STATE_DIR
+from .errors import OpgenError
+from .fs import STATE_DIR, ProjectFiles
 from .targets import Owner
 
 __all__ = ["Manifest", "Entry", "digest", "MANIFEST_FILE"]
@@ -37,60 +39,93 @@ def digest(text: str) -> str:
 
 @dataclass
 class Entry:
+    """What opgen knows of one file it wrote. The manifest is data, not authority (Note [Deletion authority])."""
+
     owner: Owner
     source: str
     sha256: str  # of the content opgen wrote (generated) or the scaffold (user)
     render: str = ""  # of the raw render before formatting: lets unchanged renders skip black
     base: str | None = None  # user files: the scaffold last merged in
     written: str = ""  # user files: digest of the text opgen last wrote into the file
+    # user files that no spec makes now (a backend switch, a removed spec): the record is kept,
+    # so the file merges again when a spec makes it again (Note [Lost records] in plan.py)
+    dormant: bool = False
 
-    def to_json(self) -> dict[str, str]:
-        return {key: str(val) for key, val in vars(self).items() if val not in (None, "")}
+    def to_json(self) -> dict[str, str | bool]:
+        """The entry as the manifest stores it (empty fields left out)."""
+        return {key: val for key, val in vars(self).items() if val not in (None, "", False)}
 
     @classmethod
-    def from_json(cls, data: dict[str, str]) -> Entry:
-        """Raises ValueError, TypeError or KeyError for a damaged entry."""
-        fields = dict(data)
-        return cls(Owner(fields.pop("owner")), **fields)
+    def from_json(cls, data: object) -> Entry:
+        """Raises ValueError for a damaged entry; keys this opgen does not know are ignored."""
+        if not isinstance(data, dict):
+            raise ValueError("an entry is not an object")
+        texts = {key: data.get(key, "") for key in ("source", "sha256", "render", "written")}
+        base, dormant = data.get("base"), data.get("dormant", False)
+        if not all(isinstance(v, str) for v in texts.values()) or not texts["source"]:
+            raise ValueError("an entry has a missing or non-text field")
+        if not isinstance(base, str | None) or not isinstance(dormant, bool):
+            raise ValueError("an entry has a field of the wrong type")
+        return cls(Owner(str(data.get("owner"))), base=base, dormant=dormant, **texts)
 
 
 @dataclass
 class Manifest:
+    """`.opgen/manifest.json`: an entry per file opgen wrote, and the journal of a run in progress."""
+
     files: dict[str, Entry] = field(default_factory=dict)
     # path -> entry that holds once the file has the new text; None: the file is being removed
     pending: dict[str, Entry | None] = field(default_factory=dict)
+    missing: bool = False  # there is no manifest file
+    damage: str = ""  # why (part of) the manifest could not be read; "" when it could
 
     @classmethod
-    def load(cls, root: Path) -> Manifest:
-        path = root / MANIFEST_FILE
-        if not path.is_file():
-            return cls()
+    def load(cls, root: Path | ProjectFiles) -> Manifest:
+        """The manifest of the project at `root`, settled against the disk (Note [Manifest journal]).
+
+        What a damaged manifest still holds is kept, entry by entry, and `damage`
+        says what was wrong. Reading it goes through the confined path: a
+        symlink in its place is refused.
+        """
+        files = root if isinstance(root, ProjectFiles) else ProjectFiles(root)
+        text = files.read_text(MANIFEST_FILE)
+        if text is None:
+            return cls(missing=True)
+        manifest = cls()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            files = {k: Entry.from_json(v) for k, v in raw.get("files", {}).items()}
-            pending = {
-                k: (Entry.from_json(v) if v is not None else None)
-                for k, v in raw.get("pending", {}).items()
-            }
-        except (ValueError, TypeError, AttributeError, KeyError):
-            return cls()  # a damaged manifest only costs the ability to spot edits
-        manifest = cls(files)
-        manifest._settle(root, pending)
+            raw = json.loads(text)
+            if not isinstance(raw, dict):
+                raise ValueError("it is not a JSON object")
+            entries, pending = raw.get("files", {}), raw.get("pending", {})
+            if not isinstance(entries, dict) or not isinstance(pending, dict):
+                raise ValueError("its files are not a JSON object")
+        except ValueError as exc:
+            manifest.damage = f"cannot be read ({exc})"
+            return manifest
+        for rel, data in entries.items():
+            try:
+                manifest.files[rel] = Entry.from_json(data)
+            except ValueError:
+                manifest.damage = f"has a damaged entry ({rel})"
+        journal: dict[str, Entry | None] = {}
+        for rel, data in pending.items():
+            with contextlib.suppress(ValueError):
+                journal[rel] = None if data is None else Entry.from_json(data)
+        manifest._settle(files, journal)
         return manifest
 
-    def _settle(self, root: Path, pending: dict[str, Entry | None]) -> None:
+    def _settle(self, files: ProjectFiles, pending: dict[str, Entry | None]) -> None:
         """Finish a run that was killed after the journal was written. Note [Manifest journal]."""
         for rel, entry in pending.items():
-            target = root / rel
+            try:
+                text = files.read_text(rel)
+            except OpgenError:
+                continue
             if entry is None:
-                if not target.exists():
+                if text is None:
                     self.files.pop(rel, None)
                 continue
-            try:
-                text = target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if digest(text) == (entry.written or entry.sha256):
+            if text is not None and digest(text) == (entry.written or entry.sha256):
                 self.files[rel] = entry
 
     def dumps(self) -> str:

@@ -12,7 +12,10 @@ sides conflict only when they really touch the same base lines:
   * two different insertions at the same point.
 Adjacent edits do not conflict (unlike `git merge-file`): the usual flow is
 "opgen changed the `def` line, the user replaced the line under it", and that
-must merge cleanly. An insertion just before (after) the other side's range
+must merge cleanly. Where the user rewrote lines in which the new scaffold
+only changed comments, or only added a fence (below), the user's version
+stands without a conflict: opgen's comments are advice, and a user who
+replaced the lines a fence would hold owns them. An insertion just before (after) the other side's range
 goes before (after) it. A conflict keeps both versions between standard
 diff3-style markers, so every line the user wrote is in the result: outside
 the markers, inside them, or (when both sides made the same edit) once.
@@ -35,6 +38,15 @@ dtypes, so a check the user edited and opgen changed is still a conflict.
 A conflict block shows the new scaffold with its new placeholders. A scaffold
 written before the markers existed has unmarked placeholders: a base line
 equal to a marked line of the new scaffold without its marker counts as marked.
+
+Fenced regions (Note [Fenced regions] in api/fences.py) merge as one line
+each: before the line diff, each well-formed fence of base, ours and theirs
+(one begin and one end line of its name, in that order) becomes a single
+marker line; after it, each marker left in the result becomes the new
+scaffold's fence, whole. So the lines inside a fence never conflict, and the
+user's edits around it merge as usual. When the user's version of a fence
+differs from both the new one and the previous one, the user edited inside
+it: `MergeResult.replaced` names it, and the writer keeps a backup.
 """
 
 from __future__ import annotations
@@ -43,7 +55,20 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-__all__ = ["merge3", "MergeResult", "CONFLICT_START", "has_conflict_markers"]
+from .api.fences import FENCE_LINE
+
+__all__ = [
+    "merge3",
+    "MergeResult",
+    "CONFLICT_START",
+    "FENCE_MARK",
+    "PLACEHOLDER_MARK",
+    "has_conflict_markers",
+    "is_placeholder",
+]
+
+FENCE_MARK = "opgen: begin "  # in every file with a fence: a cheap test before parsing
+PLACEHOLDER_MARK = "opgen: placeholder"  # Note [Placeholder lines]
 
 _PLACEHOLDER = re.compile(
     r"[ \t]*(#|//)[ \t]*opgen: placeholder[ \t]*$"
@@ -59,6 +84,7 @@ _END_MARK = ">>>>>>> "
 class MergeResult:
     text: str
     conflicts: int
+    replaced: tuple[str, ...] = ()  # fences the user had edited, now the new scaffold's again
 
 
 @dataclass(frozen=True)
@@ -97,6 +123,11 @@ def _edits(base: list[str], other: list[str], side: str) -> list[_Edit]:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"
     ]
+
+
+def is_placeholder(line: str) -> bool:
+    """Whether a scaffold line is meant to be replaced. Note [Placeholder lines]."""
+    return _PLACEHOLDER.search(line.rstrip("\r\n")) is not None
 
 
 def _unmarked(line: str) -> str | None:
@@ -155,14 +186,73 @@ def _apply(base: list[str], start: int, end: int, edits: list[_Edit]) -> list[st
     return result
 
 
+def _fences(lines: list[str]) -> dict[str, tuple[int, int]]:
+    """Well-formed fences: name -> (begin line, end line); a name seen twice or unclosed is plain text."""
+    seen: dict[str, list[tuple[str, int]]] = {}
+    for index, line in enumerate(lines):
+        found = FENCE_LINE.match(line)
+        if found:
+            seen.setdefault(found["name"], []).append((found["kind"], index))
+    fences = {
+        name: (marks[0][1], marks[1][1])
+        for name, marks in seen.items()
+        if [kind for kind, _ in marks] == ["begin", "end"]
+    }
+    spans = sorted(fences.values())
+    if any(a[1] >= b[0] for a, b in zip(spans, spans[1:], strict=False)):  # nested or overlapping
+        return {}
+    return fences
+
+
+def _fold(lines: list[str], fences: dict[str, tuple[int, int]]) -> list[str]:
+    """Each fence as one marker line (its begin line's indentation, then NUL and its name)."""
+    out = list(lines)
+    for name, (start, end) in sorted(fences.items(), key=lambda item: -item[1][0]):
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+        out[start : end + 1] = [f"{indent}\0fence {name}\n"]
+    return out
+
+
+def _unfold(lines: list[str], blocks: list[dict[str, list[str]]]) -> list[str]:
+    """Marker lines back into fences, from the first of `blocks` that has the name."""
+    out: list[str] = []
+    for line in lines:
+        name = line.strip().removeprefix("\0fence ") if "\0fence " in line else None
+        block = next((b[name] for b in blocks if name in b), None) if name else None
+        out.extend(block if block is not None else [line])
+    return out
+
+
 def merge3(
     base: str, ours: str, theirs: str, ours_label: str = "yours", theirs_label: str = "opgen"
 ) -> MergeResult:
     if ours == base or ours == theirs:
         return MergeResult(theirs, 0)
-    if theirs == base:
-        return MergeResult(ours, 0)
     b, o, t = _split(base), _split(ours), _split(theirs)
+    fences = [_fences(b), _fences(o), _fences(t)]
+    blocks = [
+        {name: lines[start : end + 1] for name, (start, end) in found.items()}
+        for lines, found in zip((b, o, t), fences, strict=True)
+    ]
+    replaced = tuple(
+        sorted(
+            name
+            for name, mine in blocks[1].items()
+            if name in blocks[2] and mine != blocks[2][name] and mine != blocks[0].get(name)
+        )
+    )
+    if theirs == base and not replaced:
+        return MergeResult(ours, 0)
+    b, o, t = (_fold(lines, found) for lines, found in zip((b, o, t), fences, strict=True))
+    merged, conflicts = (o, 0) if t == b else _merge_lines(b, o, t, ours_label, theirs_label)
+    text = "".join(_unfold(merged, [blocks[2], blocks[1], blocks[0]]))
+    return MergeResult(_restore_style(text, ours), conflicts, replaced)
+
+
+def _merge_lines(
+    b: list[str], o: list[str], t: list[str], ours_label: str, theirs_label: str
+) -> tuple[list[str], int]:
+    """Note [Merge rules] over lines: the merged lines and the number of conflicts."""
     mine_edits = _edits(b, o, "ours")
     theirs_edits, rewordings = _scaffold_edits(b, t)
     # a rewording of a placeholder the user changed yields to the user (it still shows in a conflict)
@@ -192,12 +282,36 @@ def merge3(
             out.extend(mine if group[0].side == "ours" else new)
         elif mine == new:
             out.extend(mine)
+        elif all(_advisory(e, b) for e in shown):
+            out.extend(mine)  # the user rewrote these lines: opgen's comments and new fences yield
         else:
             conflicts += 1
             out.extend(_conflict(mine, b[start:end], new, ours_label, theirs_label))
         position = end
     out.extend(b[position:])
-    return MergeResult(_restore_style("".join(out), ours), conflicts)
+    return out, conflicts
+
+
+def _comment(line: str) -> bool:
+    text = line.strip()
+    return not text or text.startswith("//") or text == "#" or text.startswith("# ")
+
+
+def _advisory(edit: _Edit, base: list[str]) -> bool:
+    """A scaffold edit that yields to the user's rewrite of the same lines. Note [Merge rules].
+
+    Comment lines (blank lines among them), or a fence where the previous scaffold had none (the
+    user rewrote the lines it would fence: they own them now).
+    """
+    old = base[edit.start : edit.end]
+    if any("\0fence " in line for line in old):
+        return False
+    if len(edit.lines) == 1 and "\0fence " in edit.lines[0]:
+        return True
+    lines = (*old, *edit.lines)
+    return all(_comment(line) and "\0fence " not in line for line in lines) and any(
+        line.strip() for line in lines
+    )
 
 
 def _conflict(

@@ -6,8 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .changes import Action
 from .generate import GenerateResult, generate
+from .merge import PLACEHOLDER_MARK
 from .scaffold import compose_new_op
+from .targets import Owner
 
 __all__ = ["NewResult", "new_op"]
 
@@ -20,6 +23,27 @@ class NewResult:
     spec: str  # the new spec, project-relative
     backend: str
     generated: GenerateResult
+
+    @property
+    def kernels(self) -> list[str]:
+        """The op's kernel files this run created, project-relative."""
+        return [
+            c.path
+            for c in self.generated.changes
+            if c.action is Action.CREATE
+            and c.entry is not None
+            and c.entry.owner is Owner.USER
+            and c.entry.source == self.spec
+        ]
+
+    @property
+    def to_fill(self) -> list[str]:
+        """The kernels that still hold a placeholder (no starter body for this schema)."""
+        return [
+            c.path
+            for c in self.generated.changes
+            if c.path in self.kernels and c.new is not None and PLACEHOLDER_MARK in c.new
+        ]
 
 
 def new_op(

@@ -1,6 +1,10 @@
 """Plan a project's compile: the toolchain found now, and the `build/build.ninja` it gets.
 
 See Note [Build layout] in build.py; paths and file names come from `targets.cpp`.
+CUDA sources are compiled with the toolkit of Note [CUDA toolchain] and linked
+as Note [CUDA build modes] decides; nvcc gets `-ccbin` with the C++ compiler
+the rest of the build uses, so host code sees one compiler and one standard
+library.
 """
 
 from __future__ import annotations
@@ -9,7 +13,6 @@ import os
 import re
 import shlex
 import shutil
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +30,19 @@ from .targets.cpp import (
     library_path,
     op_header,
 )
+from .toolchain.cuda import CudaProblem, CudaToolkit, find_cuda, missing_cuda_shim_symbols
+from .toolchain.modes import CudaMode, cuda_mode
+from .toolchain.pybind import libpython, module_name, pybind_cflags
 
-__all__ = ["Toolchain", "BuildPlan", "find_toolchain", "plan_build", "write_ninja", "BUILD_DIR"]
+__all__ = [
+    "Toolchain",
+    "BuildPlan",
+    "CudaMode",
+    "find_toolchain",
+    "plan_build",
+    "write_ninja",
+    "BUILD_DIR",
+]
 
 BUILD_DIR = "build"
 _CXX_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-std=c++17", "-DNDEBUG"]
@@ -41,30 +55,33 @@ _NVCC_FLAGS = [
     "-DUSE_CUDA",
     "--expt-relaxed-constexpr",
 ]
-_CUDA_ARCH = "-arch=sm_90"
 
 
 @dataclass(frozen=True)
 class Toolchain:
-    """The tools a build uses and what the installed torch was built with."""
-
     cxx: str
-    nvcc: str | None
     ninja: str
     torch_dir: Path
-    torch_cuda: bool
+    torch_cuda: str | None  # torch.version.cuda: "12.8", or None for a CPU torch
     cxx11_abi: bool
-
-    @property
-    def cuda_enabled(self) -> bool:
-        return self.nvcc is not None and self.torch_cuda
+    cuda: CudaToolkit | None = None
+    cuda_problem: CudaProblem | None = None  # why `cuda` is None, when it was looked for
 
 
-def find_toolchain() -> Toolchain:
-    """The compiler, ninja, nvcc (if any) and the installed torch; raises OpgenError for what is missing."""
+def _torch_cuda_home() -> str | None:
+    """torch's own guess at the CUDA folder; importing cpp_extension costs ~0.2 s, so only here."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return CUDA_HOME
+
+
+def find_toolchain(cuda: bool = True) -> Toolchain:
+    """The compilers, torch and (unless `cuda` is False) the CUDA toolkit of Note [CUDA toolchain]."""
     import torch
 
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if cxx is not None:
+        cxx = shutil.which(cxx) or cxx  # a full path: nvcc's -ccbin gets the same compiler
     ninja = shutil.which("ninja")
     if ninja is None:
         try:
@@ -87,30 +104,43 @@ def find_toolchain() -> Toolchain:
         problems.append(Diagnostic(None, None, "ninja was not found", "pip install ninja"))
     if problems:
         raise OpgenError(problems)
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
-    if nvcc is None and Path("/usr/local/cuda/bin/nvcc").is_file():
-        nvcc = "/usr/local/cuda/bin/nvcc"
+    torch_cuda = torch.version.cuda
+    toolkit, problem = None, None
+    if cuda:
+        try:
+            toolkit = find_cuda(
+                os.environ,
+                torch_cuda,
+                torch.cuda.get_arch_list() if torch_cuda else [],
+                _torch_cuda_home if torch_cuda else None,
+                shutil.which,
+            )
+        except CudaProblem as exc:
+            problem = exc
     return Toolchain(
         cxx=cxx,  # type: ignore[arg-type]
-        nvcc=nvcc,
         ninja=ninja,  # type: ignore[arg-type]
         torch_dir=Path(torch.__file__).parent,
-        torch_cuda=torch.version.cuda is not None,
+        torch_cuda=torch_cuda,
         cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        cuda=toolkit,
+        cuda_problem=problem,
     )
 
 
 @dataclass
 class BuildPlan:
-    """The ninja file of a build and what it compiles and links."""
-
     ninja_text: str
     library: str  # project-relative
     cpp_sources: list[str] = field(default_factory=list)
     cuda_sources: list[str] = field(default_factory=list)
-    cuda_linked: bool = False
+    cuda_mode: CudaMode = CudaMode.NONE
     pybind_module: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def cuda_linked(self) -> bool:
+        return self.cuda_mode is CudaMode.LINK
 
 
 def _q(path: str) -> str:
@@ -136,22 +166,9 @@ def _sources(root: Path, folder: str, suffix: str, orphans: list[str]) -> list[s
     return found
 
 
-def _cuda_arch_flags(cuda_linked: bool) -> list[str]:
-    """Real builds target the GPUs this torch supports; compile checks target Hopper."""
-    if not cuda_linked:
-        return [_CUDA_ARCH]
-    import torch
-
-    listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    archs = (
-        [a.replace(".", "").replace("+PTX", "") for a in listed.replace(";", " ").split()]
-        if listed
-        else [a.removeprefix("sm_") for a in torch.cuda.get_arch_list() if a.startswith("sm_")]
-    )
-    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs] or [_CUDA_ARCH]
-
-
-def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> BuildPlan:
+def plan_build(
+    project: Project, tools: Toolchain, check_cuda: bool = False, cpu_only: bool = False
+) -> BuildPlan:
     """The ninja file for this project and toolchain; no side effects."""
     config = project.config
     root = project.root
@@ -165,32 +182,58 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
     includes = [f"-isystem {shlex.quote(str(include))}"]
     if not stable:
         includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
-    cuda_linked = "cuda" in devices and tools.cuda_enabled
-    if cuda_linked:
+    cpp_sources = [REGISTRATION]
+    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
+        cpp_sources.append(AUTOGRAD_REGISTRATION)
+    orphans: list[str] = []
+    if "cpu" in devices:
+        cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
+    cuda_sources = _sources(root, *KERNEL_DIRS["cuda"], orphans)
+    decision = cuda_mode(
+        sources=len(cuda_sources) if "cuda" in devices else 0,
+        stable=stable,
+        torch_cuda=tools.torch_cuda,
+        toolkit=tools.cuda,
+        problem=tools.cuda_problem,
+        check_cuda=check_cuda,
+        cpu_only=cpu_only,
+    )
+    mode = decision.mode
+    cuda = tools.cuda if mode.compiles else None
+    if mode is CudaMode.LINK:
         defines.append("-DUSE_CUDA")
     lib_dir = tools.torch_dir / "lib"
-    libs = ["-lc10", "-ltorch_cpu", "-ltorch"]
-    if cuda_linked:
-        cuda_home = Path(tools.nvcc).resolve().parent.parent  # type: ignore[arg-type]
-        libs += [
-            "-lc10_cuda",
-            "-ltorch_cuda",
-            f"-L{shlex.quote(str(cuda_home / 'lib64'))}",
-            "-lcudart",
-        ]
+    libs = ["-lc10", "-ltorch_cpu", "-ltorch"] + (
+        _cuda_libs(tools, stable) if mode is CudaMode.LINK else []
+    )
     library = library_path(config)
     nvcc_defines = [d for d in defines if d != "-DUSE_CUDA"]
     if not stable:
         nvcc_defines.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+    # nvcc hands host code to the compiler the rest of the build uses (one C++ ABI).
+    nvcc_flags = (
+        _NVCC_FLAGS + ["-ccbin", shlex.quote(tools.cxx)] + (cuda.gencode_flags() if cuda else [])
+    )
+    # Note [CUDA on a CPU torch]: the shim's CUDA functions are weak references there.
+    weaken: tuple[str, ...] = ()
+    if mode is CudaMode.LINK and tools.torch_cuda is None:
+        weaken = missing_cuda_shim_symbols(include, lib_dir / "libtorch.so")
     lines = [
         "# @generated by opgen build: the compile of this project; rewritten on every `opgen build`.",
         "ninja_required_version = 1.3",
         f"builddir = {BUILD_DIR}",
         f"cxx = {shlex.quote(tools.cxx)}",
-        f"nvcc = {shlex.quote(tools.nvcc) if tools.nvcc else 'nvcc'}",
+        f"nvcc = {shlex.quote(str(cuda.nvcc.path)) if cuda else 'nvcc'}",
         f"cflags = {' '.join(_CXX_FLAGS + defines + includes)}",
-        f"nvcc_flags = {' '.join(_NVCC_FLAGS + _cuda_arch_flags(cuda_linked) + nvcc_defines + includes)}",
+        f"nvcc_flags = {' '.join(nvcc_flags + nvcc_defines + includes)}",
         f"ldflags = -shared -fopenmp -Wl,--no-undefined -L{shlex.quote(str(lib_dir))} {' '.join(libs)}",
+    ]
+    if weaken:
+        lines += [
+            f"objcopy = {shlex.quote(_objcopy())}",
+            "weaken = " + " ".join(f"-W {w}" for w in weaken),
+        ]
+    lines += [
         "",
         "rule cxx",
         "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
@@ -199,89 +242,102 @@ def plan_build(project: Project, tools: Toolchain, check_cuda: bool = False) -> 
         "  description = CXX $in",
         "",
         "rule nvcc",
-        "  command = $nvcc -MD -MF $out.d $nvcc_flags -c $in -o $out",
+        "  command = $nvcc -MD -MF $out.d $nvcc_flags -c $in -o $out"
+        + (" && $objcopy $weaken $out" if weaken else ""),
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = NVCC $in",
         "",
         "rule link",
         "  command = $cxx $in -o $out $ldflags",
-        "  description = LINK $out",
+        "  description = LINK $out$note",
         "",
     ]
-    cpp_sources = [REGISTRATION]
-    if any(refuses_backward_in_cpp(op) for op in cpp_ops):  # Note [Backward refusal]
-        cpp_sources.append(AUTOGRAD_REGISTRATION)
-    orphans: list[str] = []
-    if "cpu" in devices:
-        cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
-    cuda_sources = _sources(root, *KERNEL_DIRS["cuda"], orphans)
     objects: list[str] = []
     kernel_objects: list[str] = []
-    for source in cpp_sources + ([device_registration("cuda")] if cuda_linked else []):
+    for source in cpp_sources + ([device_registration("cuda")] if mode is CudaMode.LINK else []):
         obj = f"{BUILD_DIR}/obj/{source}.o"
         lines.append(f"build {_q(obj)}: cxx {_q(source)}")
         objects.append(obj)
         if "/registration" not in source:
             kernel_objects.append(obj)
-    for source in cuda_sources:
-        obj = f"{BUILD_DIR}/{'obj' if cuda_linked else 'cuda_check'}/{source}.o"
+    cuda_objects = []
+    for source in cuda_sources if mode.compiles else []:
+        obj = f"{BUILD_DIR}/{'obj' if mode is CudaMode.LINK else 'cuda_check'}/{source}.o"
         lines.append(f"build {_q(obj)}: nvcc {_q(source)}")
-        if cuda_linked:
-            objects.append(obj)
+        cuda_objects.append(obj)
+    if mode is CudaMode.LINK:
+        objects += cuda_objects
+        kernel_objects += cuda_objects
     lines.append(f"build {_q(library)}: link {' '.join(map(_q, objects))}")
+    if mode is CudaMode.LINK:  # the link log names the GPU targets
+        lines.append(f"  note = $ (CUDA {cuda.nvcc.version_text}: {cuda.arch_labels})")  # type: ignore[union-attr]
     pybind_module = None
-    if any(op.pybind for op in cpp_ops):
-        pybind_module = f"{config.package}/_pybind{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-        lines += _pybind_lines(tools, includes, defines, kernel_objects, pybind_module, lib_dir)
-    check_objects = (
-        [f"{BUILD_DIR}/cuda_check/{s}.o" for s in cuda_sources] if not cuda_linked else []
-    )
-    lines.append(f"build check_cuda: phony {' '.join(map(_q, check_objects))}")
-    defaults = [library] + ([pybind_module] if pybind_module else [])
-    lines.append(f"default {' '.join(map(_q, defaults))}")
     notes = [
         f"not built: {o} (it includes the header of an op whose spec is gone)" for o in orphans
     ]
+    if any(op.pybind for op in cpp_ops):
+        pybind_module = f"{config.package}/{module_name()}"
+        lines += _pybind_lines(
+            kernel_objects, pybind_module, f"-L{shlex.quote(str(lib_dir))} {' '.join(libs)}", notes
+        )
+    lines.append(f"build check_cuda: phony {' '.join(map(_q, cuda_objects))}")
+    defaults = [library] + ([pybind_module] if pybind_module else [])
+    lines.append(f"default {' '.join(map(_q, defaults))}")
+    notes += [decision.note] if decision.note else []
     return BuildPlan(
-        "\n".join(lines) + "\n",
-        library,
-        cpp_sources,
-        cuda_sources,
-        cuda_linked,
-        pybind_module,
-        notes,
+        "\n".join(lines) + "\n", library, cpp_sources, cuda_sources, mode, pybind_module, notes
     )
 
 
-def _pybind_lines(
-    tools: Toolchain,
-    includes: list[str],
-    defines: list[str],
-    kernel_objects: list[str],
-    output: str,
-    lib_dir: Path,
-) -> list[str]:
-    import torch
+def _cuda_libs(tools: Toolchain, stable: bool) -> list[str]:
+    """torch's CUDA libraries (a CUDA torch only) and libcudart, found at run time by rpath."""
+    assert tools.cuda is not None
+    torch_libs = []
+    if tools.torch_cuda is not None:  # the C shim's CUDA functions; c10::cuda for classic
+        torch_libs = ["-ltorch_cuda"] if stable else ["-lc10_cuda", "-ltorch_cuda"]
+    cudart = shlex.quote(str(tools.cuda.cudart_dir))
+    return torch_libs + [f"-L{cudart}", tools.cuda.cudart_link, f"-Wl,-rpath,{cudart}"]
 
-    python_include = sysconfig.get_paths()["include"]
-    flags = [
-        f"-isystem {shlex.quote(python_include)}",
-        "-DTORCH_EXTENSION_NAME=_pybind",
-        "-DTORCH_API_INCLUDE_EXTENSION_H",
-    ]
-    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
-        value = getattr(torch._C, f"_PYBIND11_{name}", None)
-        if value is not None:
-            flags.append(f"-DPYBIND11_{name}='\"{value}\"'")
+
+def _objcopy() -> str:
+    found = shutil.which("objcopy")
+    if found is None:
+        raise OpgenError(
+            Diagnostic(
+                None,
+                None,
+                "objcopy was not found (needed to link CUDA on a CPU torch)",
+                "install binutils",
+            )
+        )
+    return found
+
+
+def _pybind_lines(kernel_objects: list[str], output: str, libs: str, notes: list[str]) -> list[str]:
+    """Compile csrc/pybind.cpp and link it with every kernel object: Note [pybind link]."""
     obj = f"{BUILD_DIR}/obj/{PYBIND_SOURCE}.o"
-    return [
+    inputs = " ".join(map(_q, [obj] + kernel_objects))
+    ldflags = f"-shared -fopenmp {libs} -ltorch_python"
+    lines = [
         f"build {_q(obj)}: cxx {_q(PYBIND_SOURCE)}",
-        f"  cflags = $cflags {' '.join(flags)}",
-        f"build {_q(output)}: link {_q(obj)} {' '.join(map(_q, kernel_objects))}",
-        # an extension module: libpython's symbols come from the interpreter, so no --no-undefined
-        f"  ldflags = -shared -fopenmp -L{shlex.quote(str(lib_dir))} -lc10 -ltorch_cpu -ltorch -ltorch_python",
+        f"  cflags = $cflags {' '.join(pybind_cflags())}",
     ]
+    python = libpython()
+    check = ""
+    if python is None:
+        notes.append(
+            f"{output}: linked without the undefined-symbol check (no shared libpython found)"
+        )
+    else:
+        check = f"{BUILD_DIR}/link_check/{Path(output).name}"
+        lines += [
+            f"build {_q(check)}: link {inputs}",
+            f"  ldflags = {ldflags} -Wl,--no-undefined {shlex.quote(str(python))}",
+            "  note = $ (check: every symbol but Python's resolves)",
+        ]
+        check = f" | {_q(check)}"
+    return lines + [f"build {_q(output)}: link {inputs}{check}", f"  ldflags = {ldflags}"]
 
 
 def write_ninja(root: Path, plan: BuildPlan) -> Path:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
-from .fs import STATE_DIR, ProjectFiles
+from .fs import STATE_DIR, Batch, ProjectFiles
 from .manifest import digest
 from .render import builtin_templates_dir
 from .spec.config import CONFIG_FILE, build_config
@@ -77,16 +77,15 @@ def _builtin_text(name: str) -> str:
 
 
 def _records(root: Path) -> dict[str, dict[str, str]]:
-    path = root / _RECORD
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(ProjectFiles(root).read_text(_RECORD) or "{}")
+    except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _save_records(files: ProjectFiles, records: dict[str, dict[str, str]]) -> None:
-    files.write_text(_RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
+def _save_records(batch: Batch, records: dict[str, dict[str, str]]) -> None:
+    batch.write(_RECORD, json.dumps(records, indent=1, sort_keys=True) + "\n")
 
 
 def _is_behind(root: Path, records: dict[str, dict[str, str]], name: str) -> bool:
@@ -168,38 +167,43 @@ def eject(root: Path, folder: Path | None, name: str) -> tuple[Path, bool]:
             )
         )
     text = _builtin_text(name)
+    batch = files.batch()
     if set_option:
-        _set_templates_option(files, DEFAULT_FOLDER)
-    files.write_text(target, text)
-    files.write_text(f"{_ORIGINALS}/{name}", text)
+        _set_templates_option(files, batch, DEFAULT_FOLDER)
+    batch.write(target.relative_to(files.root).as_posix(), text)
+    batch.write(f"{_ORIGINALS}/{name}", text)
     records = _records(root)
     records[name] = {"sha256": digest(text)}
-    _save_records(files, records)
+    _save_records(batch, records)
+    batch.stage()
+    batch.commit()
     return target, set_option
 
 
 def acknowledge(root: Path, name: str) -> None:
     """Record that the override of `name` is up to date with the current built-in (silences its warning)."""
     _check_name(name)
-    files = ProjectFiles(root)
+    batch = ProjectFiles(root).batch()
     text = _builtin_text(name)
-    files.write_text(f"{_ORIGINALS}/{name}", text)
+    batch.write(f"{_ORIGINALS}/{name}", text)
     records = _records(root)
     records[name] = {"sha256": digest(text)}
-    _save_records(files, records)
+    _save_records(batch, records)
+    batch.stage()
+    batch.commit()
 
 
 def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
     """How built-in `name` changed since the eject (a unified diff); without a record, the override against the built-in."""
     _check_name(name)
     new = _builtin_text(name)
-    original = root / _ORIGINALS / name
-    if original.is_file():
-        old, label = original.read_text(encoding="utf-8"), f"built-in {name} when ejected"
-    elif folder is not None and (folder / name).is_file():
-        old, label = (folder / name).read_text(
-            encoding="utf-8"
-        ), f"your {_shown(root, folder)}/{name}"
+    files = ProjectFiles(root)
+    original = files.read_text(f"{_ORIGINALS}/{name}")
+    override = files.read_text(folder / name) if folder is not None else None
+    if original is not None:
+        old, label = original, f"built-in {name} when ejected"
+    elif override is not None:
+        old, label = override, f"your {_shown(root, folder)}/{name}"
     else:
         old, label = "", "(nothing)"
     return "".join(
@@ -212,7 +216,7 @@ def upstream_diff(root: Path, folder: Path | None, name: str) -> str:
 _OPTIONS_HEADER = re.compile(r"^\s*\[options\]\s*(#.*)?$", re.MULTILINE)
 
 
-def _set_templates_option(files: ProjectFiles, folder: str) -> None:
+def _set_templates_option(files: ProjectFiles, batch: Batch, folder: str) -> None:
     """Add `templates = "..."` under [options] in opgen.toml, keeping the rest of the file as it is."""
     text = files.read_text(CONFIG_FILE) or ""
     line = f'templates = "{folder}"      # template overrides, searched before the built-ins\n'
@@ -225,4 +229,4 @@ def _set_templates_option(files: ProjectFiles, folder: str) -> None:
             text += "\n"
             end = len(text)
         text = text[:end] + line + text[end:]
-    files.write_text(CONFIG_FILE, text)
+    batch.write(CONFIG_FILE, text)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,37 +46,69 @@ def find_root(start: Path) -> Path | None:
 _SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
 
 
-def _spec_files(root: Path, new: Iterable[str]) -> list[Path]:
-    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped."""
+def _spec_files(root: Path, new: Iterable[str]) -> tuple[list[Diagnostic], list[Path]]:
+    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped.
+
+    `ops` that is not a real, readable folder is an error, never "no specs":
+    a project that seems to have none would lose every generated file.
+    """
     folder = root / OPS_DIR
-    if folder.exists() and not folder.resolve().is_relative_to(root):
-        return []  # an ops/ leading outside the project is reported, not read
-    found = (
-        {p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")}
-        if folder.is_dir()
-        else set()
-    )
+    names: list[str] = []
+    problem: tuple[str, str] | None = None
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is None:
+        pass
+    elif stat.S_ISLNK(mode):
+        problem = (
+            f"ops/ is a symlink (to {os.readlink(folder)}): opgen reads specs only from a real "
+            "folder, as a symlink could lead outside the project",
+            "make ops/ a real folder holding one spec per op",
+        )
+    elif not stat.S_ISDIR(mode):
+        problem = (
+            "ops is a file, not a folder: opgen reads one spec per op from the folder ops/",
+            "move the file away and make ops/ a folder holding the specs",
+        )
+    else:
+        try:
+            names = os.listdir(folder)
+        except OSError as exc:
+            problem = (f"cannot list ops/: {exc.strerror}", "make the folder ops/ readable")
+    found = {folder / n for n in names if n.endswith(".toml") and not n.startswith(".")}
     found |= {root / rel for rel in new if Path(rel).parent == Path(OPS_DIR)}
-    return sorted(found)
+    problems = [Diagnostic(folder, None, *problem)] if problem else []
+    return problems, sorted(found)
 
 
 def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]:
-    """Folders opgen reads or writes must not lead out of the project (checked before any write).
+    """Folders opgen reads or writes must be real folders, never symlinks (checked before any write).
 
-    The writer checks every file it writes as well; this catches the common case
-    early, before even the lock file is made.
+    The writer refuses a symlink on the way to every file it touches as well
+    (Note [Confined writes] in confined.py); this reports the common cases
+    together, before even the lock file is made.
     """
     problems: list[Diagnostic] = []
     pkg = config.package
-    for rel in (OPS_DIR, "tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc"):
-        path = root / rel
-        if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(root):
+    seen: set[str] = set()
+    folders = ("tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc")
+    for rel in folders:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            step = "/".join(parts[:depth])
+            path = root / step
+            if step in seen or not path.is_symlink():
+                continue
+            seen.add(step)
             problems.append(
                 Diagnostic(
                     path,
                     None,
-                    f"{rel}/ leads outside the project (a symlink to {path.resolve()})",
-                    f"make {rel}/ a real folder inside the project",
+                    f"{step}/ is a symlink (to {os.readlink(path)}): opgen never writes through a "
+                    "symlink in the project, which could lead outside the project",
+                    f"make {step}/ a real folder",
                 )
             )
     return problems
@@ -121,8 +155,9 @@ def load_project(root: Path, sources: Mapping[str, str] | None = None) -> Projec
     sources = sources or {}
     config = build_config(load_toml(root / CONFIG_FILE, sources.get(CONFIG_FILE)))
     problems = _confinement_problems(root, config)
-    file_problems, files = _file_problems(root, _spec_files(root, sources))
-    problems.extend(file_problems)
+    folder_problems, listed = _spec_files(root, sources)
+    file_problems, files = _file_problems(root, listed)
+    problems += folder_problems + file_problems
     docs = []
     for path in files:
         try:

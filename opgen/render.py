@@ -1,37 +1,70 @@
 """Jinja environment: project overrides first, built-in templates last.
 
 Templates receive finished strings from `opgen.api`; they only lay them out.
+
+Note [Sandboxed templates]
+Every template renders in Jinja's `ImmutableSandboxedEnvironment`: no
+attribute or item starting with `_` (so no `__globals__`, `__class__` or
+`__subclasses__` escape), no calls that change the values a template
+receives. Template overrides come with the checkout, so `opgen generate
+--check` on a pull request must not run the pull request's code; the
+built-in templates render the same way, one environment for all (the
+sandbox costs nothing measurable here: a template only lays out strings).
+Overrides are read through the confined path (Note [Confined writes]): a
+symlink in the override folder is refused, so a template cannot pull a file
+from outside the project into generated code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.sandbox
+
+from .builtin_templates import builtin_templates_dir
+from .confined import Confined
 from .errors import Diagnostic, OpgenError
 
 __all__ = ["builtin_templates_dir", "Renderer"]
 
 
-def builtin_templates_dir() -> Path:
-    """Installed wheels carry templates inside the package; a checkout keeps them at the top."""
-    packaged = Path(__file__).parent / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "templates"
+class _OverrideLoader(jinja2.BaseLoader):
+    """A project's template folder, read through the confined path (no symlinks, regular files)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files = Confined(folder)
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        rel = "/".join(jinja2.loaders.split_template_path(template))
+        data = self.files.read_bytes(rel)
+        if data is None:
+            raise jinja2.TemplateNotFound(template)
+        path = self.folder / rel
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise OpgenError(
+                Diagnostic(path, None, f"template is not UTF-8: {exc}", "save it as UTF-8")
+            ) from None
+        return text, str(path), lambda: True  # one environment per run: never stale
 
 
 class Renderer:
-    def __init__(self, override_dir: Path | None = None):
-        import jinja2
+    """Renders opgen's templates, a project's overrides first (Note [Sandboxed templates])."""
 
+    def __init__(self, override_dir: Path | None = None):
         self.override_dir = override_dir
         loaders: list[jinja2.BaseLoader] = []
         if override_dir is not None and override_dir.is_dir():
-            loaders.append(jinja2.FileSystemLoader(str(override_dir)))
+            loaders.append(_OverrideLoader(override_dir))
         loaders.append(jinja2.FileSystemLoader(str(builtin_templates_dir())))
-        self.env = jinja2.Environment(
+        self.env = jinja2.sandbox.ImmutableSandboxedEnvironment(
             loader=jinja2.ChoiceLoader(loaders),
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
@@ -47,10 +80,21 @@ class Renderer:
 
     def render(self, name: str, context: Mapping[str, Any]) -> str:
         """Render one template; any error in it becomes a diagnostic at the template's file:line."""
-        import jinja2
-
         try:
             return self.env.get_template(name).render(**context)
+        except OpgenError:
+            raise
+        except jinja2.sandbox.SecurityError as exc:
+            where, line, via = self._locate(exc, name)
+            raise OpgenError(
+                Diagnostic(
+                    where,
+                    line,
+                    f"template tried something the sandbox forbids: {exc}{via}",
+                    "templates only lay out the variables they receive (docs/templates.md): "
+                    "no attributes starting with `_`, no calls that change a value",
+                )
+            ) from None
         except jinja2.TemplateSyntaxError as exc:
             path = Path(exc.filename) if exc.filename else self.template_path(name)
             raise OpgenError(

@@ -6,11 +6,13 @@ validates them with the project and writes them with the generated files.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .api.copy_plan import Param, copy_plan
 from .errors import Diagnostic, OpgenError
 from .project import OPS_DIR, find_root
 from .spec.config import CONFIG_FILE
@@ -80,9 +82,10 @@ backend = "{backend}"
 
 {fake}
 [test]
-# reference = "..."       # the PyTorch expression the op must match
+{reference}
+# dtypes = ["float32", "float64"]  # the dtypes the tests run (and the kernels' checks accept)
 
-{sample}
+{samples}
 """
 
 _SAMPLE_VALUES = {
@@ -102,6 +105,40 @@ _SAMPLE_VALUES = {
     "float[]": "[0.5, 1.5]",
     "bool[]": "[true, false]",
 }
+# Tensors of the second and third starter samples: another shape, read through strides; empty.
+_MORE_TENSORS = (
+    (
+        "{shape = [5, 7], noncontiguous = true}",
+        "{shape = [5, 7]}",
+        "[{shape = [5, 7]}, {shape = [3]}]",
+    ),
+    ("{shape = [0, 3]}", "{shape = [0, 3]}", "[{shape = [0, 3]}]"),
+)
+
+
+def _samples(args: list[tuple[str, str, bool]], copies: bool) -> str:
+    """`[[test.samples]]` tables: one, or three (shapes, strides, empty) for a copy-through starter.
+
+    `args`: (name, normalized type, mutated) of each argument the samples give.
+    """
+    first = [f"{name} = {_SAMPLE_VALUES[kind]}" for name, kind, _ in args]
+    tables = [first]
+    if copies:
+        for read, written, listed in _MORE_TENSORS:
+            values = {"Tensor": read, "Tensor[]": listed}
+            tables.append(
+                [
+                    f"{name} = {written if mutated else values.get(kind, _SAMPLE_VALUES[kind])}"
+                    for name, kind, mutated in args
+                ]
+            )
+    body = "\n\n".join("[[test.samples]]\n" + "\n".join(t) for t in tables if t)
+    return body or "# [[test.samples]]\n# name = value  # one entry per argument"
+
+
+def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
+    quoted = [json.dumps(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else "[" + ", ".join(quoted) + "]"
 
 
 def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
@@ -120,25 +157,29 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
             )
         ) from None
     args = parsed.args
-    tensors = [a.name for a in args if a.type.family == "Tensor"]
-    written = {a.name for a in args if a.type.is_write}
-    sample = "\n".join(
-        f"{a.name} = {_SAMPLE_VALUES[a.type.family]}"
-        for a in args
-        if a.default is None and not a.type.is_optional and a.type.family in _SAMPLE_VALUES
-    )
-    fake = ""
-    plain = all(
-        r.type.family in ("Tensor", "Tensor[]") and not r.type.annotation for r in parsed.returns
-    )
-    if parsed.returns and plain:
-        source = next((t for t in tensors if t not in written), tensors[0] if tensors else None)
-        rule = f"{source}.new_empty({source}.shape)" if source else "torch.empty(0)"
-        rules = [f"[{rule}]" if r.type.family == "Tensor[]" else rule for r in parsed.returns]
-        value = (
-            f'"{rules[0]}"' if len(rules) == 1 else "[" + ", ".join(f'"{r}"' for r in rules) + "]"
+    params = [Param(a.name, a.type.family, a.type.is_write) for a in args]
+    # a return aliasing an argument keeps its annotation: no copy-through writes one
+    returns = [r.type.spelling if r.type.annotation else r.type.family for r in parsed.returns]
+    plan = copy_plan(params, returns)
+    # every argument without a default (an optional one too: the schema asks for a value)
+    given = [
+        (p.name, p.type.rstrip("?"), p.mutated)
+        for p, a in zip(params, args, strict=True)
+        if a.default is None and p.type.rstrip("?") in _SAMPLE_VALUES
+    ]
+    if plan is not None:
+        reference = (
+            f"reference = {json.dumps(plan.reference)}"
+            f"  # placeholder: the starter kernels copy {plan.source_expr}; write what {qualname} must compute"
         )
-        fake = f"[fake]\nexpr = {value}   # the output rule torch.compile uses: edit to match the kernel\n"
+        kind, rules = plan.fake()
+        fake = f"[fake]\n{kind} = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
+        if plan.mutated:
+            checks = [f"{m}.numel() == {plan.source_expr}.numel()" for m in plan.mutated]
+            fake = f"[fake]\nchecks = [{', '.join(map(json.dumps, checks))}]\n"
+    else:
+        reference = '# reference = "..."       # the PyTorch expression the op must match'
+        fake = _new_empty_fake(params, returns)
     return _CUSTOM_SPEC.format(
         qualname=qualname,
         schema=schema.replace("\\", "\\\\")
@@ -148,12 +189,21 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         devices=_toml_list(devices),
         backend=backend,
         fake=fake,
-        sample=(
-            f"[[test.samples]]\n{sample}"
-            if sample
-            else "# [[test.samples]]\n# name = value  # one entry per argument"
-        ),
+        reference=reference,
+        samples=_samples(given, plan is not None),
     )
+
+
+def _new_empty_fake(params: list[Param], returns: list[str]) -> str:
+    """A fake rule for a schema opgen has no starter for: an empty output shaped like a tensor input."""
+    if not returns or any(r not in ("Tensor", "Tensor[]") for r in returns):
+        return ""  # the generated fake raises, naming [fake] (non-tensor or aliasing returns)
+    tensors = [p.name for p in params if p.type == "Tensor"]
+    source = next((p.name for p in params if p.type == "Tensor" and not p.mutated), None)
+    source = source or (tensors[0] if tensors else None)
+    rule = f"{source}.new_empty({source}.shape)" if source else "torch.empty(0)"
+    rules = [f"[{rule}]" if r == "Tensor[]" else rule for r in returns]
+    return f"[fake]\nexpr = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
 
 
 def _split_name(qualname: str) -> tuple[str, str]:

@@ -1,11 +1,22 @@
-"""Fixtures shared by the test suite."""
+"""Fixtures shared by the test suite.
+
+Test tiers (markers in pyproject.toml): `slow` marks tests that compile C++ or
+CUDA, build a wheel or a venv, or run a generated test suite end to end;
+`python -m pytest -m "not slow"` is the fast tier to run while editing. Work
+that several slow tests need is done once per session here.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from _support import EXAMPLE, copy_project, has_nvcc
 
 
 @pytest.fixture
@@ -16,3 +27,24 @@ def chdir(tmp_path: Path):
         yield tmp_path
     finally:
         os.chdir(old)
+
+
+@dataclass(frozen=True)
+class BuiltExample:
+    """A copy of generated_example/, built: its root and what `opgen build` printed."""
+
+    root: Path
+    output: str
+
+
+@pytest.fixture(scope="session")
+def built_example(tmp_path_factory: pytest.TempPathFactory) -> BuiltExample:
+    """generated_example/ copied and built once per session, every .cu compile-checked with nvcc where installed.
+
+    A copy, so that the suite never writes build outputs into the repository.
+    """
+    root = copy_project(EXAMPLE, tmp_path_factory.mktemp("example") / "generated_example")
+    command = [sys.executable, "-m", "opgen", "build", *(["--check-cuda"] if has_nvcc() else [])]
+    run = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    return BuiltExample(root, run.stdout + run.stderr)

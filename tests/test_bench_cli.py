@@ -11,6 +11,8 @@ import pytest
 
 from _support import run_cli
 
+pytestmark = pytest.mark.slow  # benchmarks end to end in fresh interpreters
+
 
 def _bench(project: Path, *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "opgen", "bench", "--no-progress", *args]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from _support import run_cli
 
 _SCRIPT = textwrap.dedent(
@@ -68,6 +70,7 @@ _SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # runs torch.compile and torch.func end to end
 def test_fast_path_keeps_autograd_transforms_and_compile(tmp_path):
     assert run_cli("new", "mylib::foo", cwd=tmp_path).exit_code == 0
     run = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=120)

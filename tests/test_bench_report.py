@@ -7,15 +7,19 @@ import torch
 
 from opgen.bench.cases import CaseError, build_case, size_points
 from opgen.bench.report import (
+    NOISY,
     Result,
     format_time,
     from_json,
+    noisy_warnings,
     op_table,
     overhead_table,
     speedup,
+    stat_note,
     throughput,
     to_json,
 )
+from opgen.bench.timing import Timing
 from opgen.errors import OpgenError
 
 from _specs import op_from_toml
@@ -67,14 +71,14 @@ def test_op_table_rows_ratios_and_missing_cells():
     table = op_table(_results())
     lines = table.splitlines()
     assert lines[0].startswith("### gelu (forward; GB/s from input+output bytes")
-    assert lines[2].split("|")[1:-1] == [
-        " size     ", " opgen time ", " reference time ", " native time ", " opgen GB/s ",
-        " reference GB/s ", " native GB/s ", " vs reference ", " vs native ",
+    assert [c.strip() for c in lines[2].split("|")[1:-1]] == [
+        "size", "opgen time", "reference time", "native time", "opgen GB/s",
+        "reference GB/s", "native GB/s", "vs reference", "vs native",
     ]
     first = [c.strip() for c in lines[4].split("|")[1:-1]]
-    assert first == ["1000", "2 µs", "4 µs", "1 µs", "4.0", "2.0", "8.0", "2.00×", "0.50×"]
+    assert first == ["1000", "2 µs (IQR 0%)", "4 µs (IQR 0%)", "1 µs (IQR 0%)", "4.0", "2.0", "8.0", "2.00×", "0.50×"]
     last = [c.strip() for c in lines[5].split("|")[1:-1]]
-    assert last == ["10000000", "20 ms", "–", "22 ms", "4.0", "–", "3.6", "–", "1.10×"]
+    assert last == ["10000000", "20 ms (IQR 0%)", "–", "22 ms (IQR 0%)", "4.0", "–", "3.6", "–", "1.10×"]
 
 
 def test_overhead_table_shows_ratio_to_native():
@@ -82,8 +86,33 @@ def test_overhead_table_shows_ratio_to_native():
         Result("add (baseline)", "torch.add(a, b)", "1", 1e-6, best=0.5e-6, kind="native"),
         Result("add (baseline)", "torch.ops handle", "1", 2.5e-6, best=2e-6, kind="python library"),
     ]
-    assert "| add (baseline) | python library | torch.ops handle | 2.5 µs | 2.50×" in overhead_table(rows)
-    assert "| add (baseline) | python library | torch.ops handle | 2 µs   | 4.00×" in overhead_table(rows, "min")
+    cells = lambda table: [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()[2:]]  # noqa: E731
+    assert cells(overhead_table(rows))[1] == ["add (baseline)", "python library", "torch.ops handle", "2.5 µs (IQR 0%)", "2.50×"]
+    assert cells(overhead_table(rows, "min"))[1] == ["add (baseline)", "python library", "torch.ops handle", "2 µs (median +25%)", "4.00×"]
+
+
+def test_each_figure_shows_its_spread_and_noisy_ones_are_marked():
+    """A busy machine once printed 194x for an op that is 0.7-0.9x: the spread and a warning say when not to trust a figure."""
+    quiet = Result("gelu", "opgen", "1000", 2e-6, best=1.9e-6, iqr=0.1e-6, disagreement=0.05)
+    busy = Result("gelu", "native", "1000", 4e-6, best=1e-6, iqr=2e-6, disagreement=0.5)
+    table = op_table([quiet, busy])
+    row = [c.strip() for c in table.splitlines()[4].split("|")[1:-1]]
+    assert row[1:3] == ["2 µs (IQR 5%)", "4 µs (IQR 50%)*"] and row[-1] == "2.00×*"
+    assert [c.strip() for c in op_table([quiet, busy], "min").splitlines()[4].split("|")[1:-1]][1:3] == [
+        "1.9 µs (median +5%)",
+        "1 µs (median +300%)*",
+    ]
+    (warning,) = noisy_warnings([quiet, busy])
+    assert warning.startswith("gelu native at 1000 (forward): timing blocks and rounds disagree by 50%")
+    assert "median timing block of the least disturbed of 3 rounds" in stat_note("median")
+    assert "fastest timing block" in stat_note("min") and f"more than {NOISY:.0%}" in stat_note("min")
+
+
+def test_rounds_that_disagree_make_a_timing_noisy():
+    steady = Timing(1e-6, 0.9e-6, 0.05e-6, 10, 1000, (1e-6, 1.05e-6, 1.02e-6))
+    assert steady.disagreement == pytest.approx(0.05)
+    jumpy = Timing(1e-6, 0.9e-6, 0.05e-6, 10, 1000, (1e-6, 2e-6, 1e-6))  # one round disturbed
+    assert jumpy.disagreement == pytest.approx(1.0)
 
 
 def test_json_round_trip():

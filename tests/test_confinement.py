@@ -131,10 +131,14 @@ def test_op_name_path(layout, name: str) -> None:
     _refused(root, outside, "looks like a file path")
 
 
-def test_symlink_inside_project_is_fine(layout) -> None:
+def test_symlink_inside_project_is_refused_too(layout) -> None:
+    """A link that stays inside can still lead into .git/ or ops/: opgen follows none."""
     root, _ = layout
-    (root / "real_tests").mkdir()
-    (root / "tests").symlink_to(root / "real_tests", target_is_directory=True)
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "tests").symlink_to(root / ".git" / "hooks", target_is_directory=True)
+    before = _tree(root)
     result = run_cli("generate", cwd=root)
-    assert result.exit_code == 0, result.output
-    assert (root / "real_tests" / "test_foo.py").is_file()
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("tests: error: tests/ is a symlink")
+    assert _tree(root) == before
+    assert list((root / ".git" / "hooks").iterdir()) == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,11 +12,13 @@ from opgen.ninja import find_toolchain, plan_build, write_ninja
 from opgen.project import load_project
 
 from _cpp_support import opgen
-from _support import EXAMPLE, copy_project
+from _support import has_nvcc
 
-_NO_NVCC = shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file()
 # CI must compile every .cu: there a missing nvcc fails these tests instead of skipping them.
-pytestmark = pytest.mark.skipif(_NO_NVCC and not os.environ.get("CI"), reason="nvcc is not installed")
+pytestmark = [
+    pytest.mark.skipif(not has_nvcc() and not os.environ.get("CI"), reason="nvcc is not installed"),
+    pytest.mark.slow,  # nvcc: several seconds a file
+]
 
 
 def _check_cuda(root: Path) -> subprocess.CompletedProcess:
@@ -29,10 +30,13 @@ def _check_cuda(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run([tools.ninja, "-f", str(ninja), "-j2", "-k", "0", target], cwd=root, capture_output=True, text=True, timeout=900)
 
 
-def test_generated_example_cu_files_compile(tmp_path):
-    root = copy_project(EXAMPLE, tmp_path / "example")
-    result = _check_cuda(root)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+def test_generated_example_cu_files_compile(built_example):
+    """The session's build of the reference set compiled every .cu with nvcc (it fails otherwise)."""
+    sources = sorted((built_example.root / "csrc" / "cuda").glob("*.cu"))
+    assert sources
+    for source in sources:
+        assert list((built_example.root / "build").rglob(f"{source.name}.o")), f"{source.name} was not compiled"
+        assert f"NVCC csrc/cuda/{source.name}" in built_example.output
 
 
 @pytest.mark.parametrize("target", ["stable", "classic"])

@@ -122,13 +122,14 @@ def test_target_version_hex():
     assert cpp.target_version_hex("2.9") == "0x0209000000000000"
 
 
-@pytest.fixture(scope="module", params=["stable", "classic"])
+@pytest.fixture(scope="module", params=[pytest.param("stable", marks=pytest.mark.slow), pytest.param("classic", marks=pytest.mark.slow)])
 def built_types(request, tmp_path_factory):
     root = types_project(tmp_path_factory.mktemp(f"types_{request.param}"), request.param)
     opgen("build", "--check-cuda", cwd=root)
     return request.param, root
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_every_type_compiles_and_unboxes(built_types):
     """The kernels are stubs: reaching their "not implemented" check proves the arguments unboxed."""
     target, root = built_types
@@ -147,6 +148,7 @@ def test_every_type_compiles_and_unboxes(built_types):
     ]
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_library_symbols(built_types):
     """Note [Build layout]: a stable build imports only C shim functions; a classic one uses ATen's C++ API."""
     target, root = built_types
@@ -156,6 +158,7 @@ def test_library_symbols(built_types):
         assert any(s.startswith(("c10::", "at::")) for s in foreign_symbols(root / "typ" / "_C.so"))
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_pybind_module(built_types):
     target, root = built_types
     if target != "classic":
@@ -183,6 +186,7 @@ print("fast path" if hasattr(module, "_exclude") else "direct call")
 """
 
 
+@pytest.mark.slow  # built_types runs nvcc
 def test_backward_refusal(built_types):
     """Note [Backward refusal]: classic registers it in C++ and the wrapper calls straight through; stable in Python."""
     target, root = built_types

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+import opgen
 
 from _support import run_cli
 
@@ -15,6 +20,7 @@ def _pytest(project: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_new_op_works_and_its_tests_pass(tmp_path):
     result = run_cli("new", "mylib::foo", cwd=tmp_path)
     assert result.exit_code == 0, result.output
@@ -25,16 +31,33 @@ def test_new_op_works_and_its_tests_pass(tmp_path):
     run = _pytest(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert " passed" in run.stdout and "failed" not in run.stdout
+    assert "warning" not in run.stdout, run.stdout  # torch's own deprecation warnings are filtered
     check = run_cli("generate", "--check", cwd=tmp_path)
     assert check.exit_code == 0, check.output
     assert "0 created, 0 updated, 0 merged" in check.output
 
 
-def test_custom_schema_stub_says_what_to_edit(tmp_path):
+@pytest.mark.slow  # runs the generated tests (torch.compile)
+def test_custom_schema_starts_with_a_working_copy(tmp_path):
+    """Note [Starter bodies]: `opgen new --schema` writes a copy-through kernel and a matching placeholder reference."""
     result = run_cli("new", "mylib::scale", "--schema", "(Tensor x, float alpha=1.0) -> Tensor", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     spec = (tmp_path / "ops" / "scale.toml").read_text()
     assert 'schema = "(Tensor x, float alpha=1.0) -> Tensor"' in spec
+    assert 'reference = "x.clone()"  # placeholder' in spec
+    assert "    return x.clone()\n" in (tmp_path / "mylib" / "kernels" / "scale.py").read_text()
+    assert "next: `opgen test`" in result.output and "fill in" not in result.output
+    run = _pytest(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout and "failed" not in run.stdout
+
+
+@pytest.mark.slow  # runs the generated tests (torch.compile)
+def test_schema_without_a_starter_says_what_to_edit(tmp_path):
+    """Only an optional tensor to read: no copy-through, so the stub says what to write."""
+    result = run_cli("new", "mylib::scale", "--schema", "(Tensor? x, float alpha=1.0) -> Tensor", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "next: fill in mylib/kernels/scale.py, then `opgen test`" in result.output
     run = _pytest(tmp_path)
     assert run.returncode != 0
     assert "not implemented: edit" in run.stdout and "kernels/scale.py" in run.stdout
@@ -70,6 +93,15 @@ def test_generate_outside_a_project_fails_clearly(tmp_path):
     result = run_cli("generate", cwd=tmp_path)
     assert result.exit_code == 1
     assert "no opgen.toml" in result.output
+
+
+def test_version_and_help_without_type_placeholders():
+    version = subprocess.run([sys.executable, "-m", "opgen", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout == f"opgen {opgen.__version__}\n"
+    for command in ([], ["new"], ["generate"], ["build"], ["test"], ["bench"], ["templates"], ["templates", "eject"]):
+        help_text = run_cli(*command, "--help", cwd=Path.cwd()).output
+        assert "Usage:" in help_text, command
+        assert not re.search(r"<(bool|str|int|float|path|list)", help_text, re.I), (command, help_text)
 
 
 def test_python_m_opgen_runs():

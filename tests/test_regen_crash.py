@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import opgen.fs as fs
+from opgen.confined import Confined
 from opgen.generate import generate
 from opgen.manifest import Manifest
 
@@ -61,36 +62,48 @@ class _Killed(BaseException):
     pass
 
 
+# every call that changes the disk (Note [Staged writes]): a run can die before any of them
+_STEPS = ("stage", "commit", "rename", "unlink")
+
+
+def _patch_steps(monkeypatch: pytest.MonkeyPatch, before_each) -> None:
+    for name in _STEPS:
+        real = getattr(Confined, name)
+
+        def step(self, *args, real=real):
+            before_each()
+            return real(self, *args)
+
+        monkeypatch.setattr(Confined, name, step)
+
+
 def _count_writes(root: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     calls = []
-    real = fs.atomic_write
-    monkeypatch.setattr(fs, "atomic_write", lambda path, text: (calls.append(path), real(path, text)))
+    _patch_steps(monkeypatch, lambda: calls.append(1))
     generate(root)
-    monkeypatch.setattr(fs, "atomic_write", real)
+    monkeypatch.undo()
     return len(calls)
 
 
 def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = _project(tmp_path / "reference")
     writes = _count_writes(reference, monkeypatch)
-    assert writes >= 5
+    assert writes >= 10
     expected = _tree(reference)
     expected_manifest = Manifest.load(reference).files
     for kill_at in range(writes):
         root = _project(tmp_path / f"killed{kill_at}")
-        real = fs.atomic_write
         count = [0]
 
-        def dying(path: Path, text: str, count: list[int] = count, kill_at: int = kill_at, real=real) -> None:
+        def dying(count: list[int] = count, kill_at: int = kill_at) -> None:
             if count[0] == kill_at:
                 raise _Killed
             count[0] += 1
-            real(path, text)
 
-        monkeypatch.setattr(fs, "atomic_write", dying)
+        _patch_steps(monkeypatch, dying)
         with pytest.raises(_Killed):
             generate(root)
-        monkeypatch.setattr(fs, "atomic_write", real)
+        monkeypatch.undo()
         # whatever survived: "mine" is in the kernel, old or merged, never half-written
         assert "return x  # mine" in (root / KERNEL).read_text()
         result = generate(root)
@@ -98,13 +111,14 @@ def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.
         assert _tree(root) == expected, kill_at
         assert Manifest.load(root).files == expected_manifest, kill_at
         assert generate(root, check=True).stale == []
+        assert not list(root.rglob("*.tmp")), kill_at
 
 
 def test_atomic_write_leaves_old_content_when_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "f.py"
     target.write_text("old\n")
 
-    def boom(src, dst):
+    def boom(src, dst, **dir_fds):
         raise _Killed
 
     monkeypatch.setattr(os, "replace", boom)

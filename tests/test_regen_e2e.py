@@ -26,6 +26,7 @@ def _add_alpha(root: Path, spec: str) -> None:
     path.write_text(text.replace("(Tensor x) -> Tensor", "(Tensor x, float alpha=1.0) -> Tensor"))
 
 
+@pytest.mark.slow  # runs the generated tests (torch.compile)
 def test_python_op_keeps_its_body_through_a_schema_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _opgen(tmp_path, monkeypatch, "new", "mylib::foo").exit_code == 0
     kernel = tmp_path / "mylib/kernels/foo.py"
@@ -139,8 +140,8 @@ def test_cpp_placeholder_reworded_by_opgen_yields_to_the_users_body(tmp_path: Pa
     assert body in text  # the contiguous copy and the user's body, as they were
 
 
-def test_cpp_check_line_the_user_edited_conflicts_with_a_renamed_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Input checks are not placeholders: renaming the argument the user's edited check names is a conflict."""
+def test_cpp_check_line_the_user_edited_is_rewritten_from_the_spec_with_a_backup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Input checks are fenced (Note [Fenced regions]): a renamed argument rewrites them; the user's edit is backed up, not silently lost."""
     kernel = _cpp_new(tmp_path, monkeypatch)
     lines = kernel.read_text().splitlines(True)
     at = next(i for i, line in enumerate(lines) if "must be a CPU tensor" in line)
@@ -150,7 +151,9 @@ def test_cpp_check_line_the_user_edited_conflicts_with_a_renamed_argument(tmp_pa
     spec.write_text(re.sub(r"\bx\b", "input", spec.read_text()))
 
     out = _opgen(tmp_path, monkeypatch, "generate")
-    assert out.exit_code == 1
-    assert "conflict" in out.output and "csrc/cpu/bar.cpp" in out.output
+    assert out.exit_code == 0, out.output
+    assert "rewrote the `opgen: checks` lines you edited" in out.output and "0 conflicts" in out.output
     text = kernel.read_text()
-    assert text.count("<<<<<<< yours") == 1 and "must live on the CPU" in text
+    assert "<<<<<<<" not in text and "must live on the CPU" not in text
+    assert '"mylib::bar: input must be a CPU tensor"' in text
+    assert "must live on the CPU" in (tmp_path / ".opgen/backup/csrc/cpu/bar.cpp").read_text()

@@ -173,7 +173,7 @@ def test_removed_spec_removes_generated_files_and_keeps_user_files(project: Path
     assert not (project / GENERATED).exists() and not (project / TEST_FILE).exists()
     assert "user body" in (project / KERNEL).read_text()
     assert "kept" in out.output and KERNEL in out.output and "removed" in out.output
-    assert KERNEL not in Manifest.load(project).files
+    assert Manifest.load(project).files[KERNEL].dormant  # its record is kept, to merge again if the spec returns
 
 
 def test_user_deleted_kernel_stays_deleted(project: Path) -> None:
@@ -237,10 +237,13 @@ def test_user_file_with_crlf_merges_and_stays_crlf(project: Path) -> None:
 
 
 def test_lost_manifest_never_clobbers_user_files(project: Path) -> None:
+    """Without the records opgen cannot tell edits from a spec change: it stops, writing nothing."""
     fill_kernel(project)
     (project / ".opgen/manifest.json").unlink()
     (project / "ops/foo.toml").write_text(_spec("(Tensor x, float alpha=1.0) -> Tensor"))
+    before = snapshot(project)
     result = generate(project)
     assert "user body" in (project / KERNEL).read_text()
-    assert [c.action for c in result.changes if c.path == KERNEL] == ["keep"]
-    assert [c.action for c in result.changes if c.path == GENERATED] == ["update"]  # its header says opgen owns it
+    assert [c.action for c in result.changes if c.path == KERNEL] == ["untracked"]
+    assert [c.action for c in result.changes if c.path == GENERATED] == ["untracked"]
+    assert result.stopped and snapshot(project) == before

@@ -77,12 +77,14 @@ def test_every_binding_lives_in_runtime_py_and_op_modules_only_import_them(proje
     assert "from .._runtime import (" in module
 
 
+@pytest.mark.slow  # runs a generated test in a fresh interpreter
 def test_the_generated_binding_test_passes_on_this_torch(project: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_foo.py", "-k", "private_torch_bindings"], cwd=project, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
 
 
 @pytest.mark.parametrize("name", sorted(_HIDE))
+@pytest.mark.slow  # runs a generated test in a fresh interpreter
 def test_a_missing_binding_falls_back_warns_once_and_fails_the_generated_test(project: Path, name: str) -> None:
     script = _SCRIPT.format(hide=_HIDE[name], name=name)
     run = subprocess.run([sys.executable, "-c", script], cwd=project, capture_output=True, text=True, timeout=300)

@@ -21,6 +21,8 @@ import pytest
 
 from opgen.generate import generate
 
+pytestmark = pytest.mark.slow  # runs a generated test suite (torch.compile)
+
 FIXTURE = Path(__file__).parent / "runtime_matrix"
 PACKAGE = "rtm_ops"
 

@@ -25,6 +25,8 @@ import pytest
 
 from _cpp_support import opgen
 
+pytestmark = pytest.mark.slow  # builds fresh projects and runs their generated tests
+
 HERE = Path(__file__).resolve().parent
 PLACEHOLDER = re.compile(
     r"^[ \t]*(raise .*|(STD_)?TORCH_CHECK\(false, .*)(#|//) opgen: placeholder$", re.M

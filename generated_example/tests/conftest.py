@@ -15,3 +15,11 @@ sys.path.insert(0, str(_ROOT))
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-ee1020d5cd80")
 )
+
+
+def pytest_configure(config):
+    # torch.utils.mkldnn, which Inductor imports for the compile tests, uses the deprecated
+    # torch.jit.script_method: a warning about torch's code, not this project's.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+    )

@@ -22,17 +22,28 @@ from .fastpath import (
     registers_in_cpp,
     runs_below_autograd,
 )
+from .fences import CHECKS, fence_lines
 from .names import Namer, cpp_safe
 
-__all__ = ["CppFiles", "cpp_op_context", "cpp_project_context", "SCALAR_TYPES"]
+__all__ = [
+    "CppFiles",
+    "cpp_op_context",
+    "cpp_project_context",
+    "guard_dtypes",
+    "local_names",
+    "stub_names",
+    "StubNames",
+    "SCALAR_TYPES",
+]
 
 
 @dataclass(frozen=True)
 class CppFiles:
-    """Where an op's C++ files are: its header as the kernels include it, and each device's kernel file."""
+    """Where an op's C++ files are: its header as the kernels include it, each device's kernel file, its spec."""
 
     header: str
     kernels: Mapping[str, str]
+    spec: str  # project-relative, as generated files name it
 
 
 SCALAR_TYPES = {
@@ -70,7 +81,7 @@ _LOCALS = ("guard", "stream", "stream_ptr", "n", "threads", "blocks", "error", "
 
 
 @dataclass(frozen=True)
-class _StubNames:
+class StubNames:
     """C++ names in an op's kernel stubs (Note [Generated names]): parameters, contiguous copies, locals."""
 
     params: dict[str, str]
@@ -79,7 +90,7 @@ class _StubNames:
     cuda_kernel: str  # the CUDA stub's __global__ function (a parameter must not hide it)
 
 
-def _stub_names(op: OpSpec) -> _StubNames:
+def stub_names(op: OpSpec) -> StubNames:
     params = cpp.cpp_parameter_names(op)
     namer = Namer(set(params.values()))
     contiguous = {
@@ -88,10 +99,27 @@ def _stub_names(op: OpSpec) -> _StubNames:
         if a.family == "Tensor" and not a.mutated
     }
     local = {name: namer(name) for name in _LOCALS}
-    return _StubNames(params, contiguous, local, namer(f"{op.module}_kernel"))
+    return StubNames(params, contiguous, local, namer(f"{op.module}_kernel"))
 
 
-def _checks(op: OpSpec, device: str, names: _StubNames) -> list[str]:
+def local_names(op: OpSpec, wanted: Sequence[str] = _LOCALS) -> dict[str, str]:
+    """Names of local variables in the stubs' bodies: the stubs' own locals keep their names (a
+    starter body shares them), the others differ from every parameter, copy and local."""
+    names = stub_names(op)
+    namer = Namer(
+        {*names.params.values(), *names.contiguous.values(), *names.locals.values()}
+        | {names.cuda_kernel}
+    )
+    return {w: names.locals[w] if w in names.locals else namer(w) for w in wanted}
+
+
+def guard_dtypes(op: OpSpec) -> list[str]:
+    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and float64 for gradcheck."""
+    wanted = list(op.test.dtypes) + (["float64"] if op.grads else [])
+    return [d for d in dict.fromkeys(wanted) if d in SCALAR_TYPES]
+
+
+def _checks(op: OpSpec, device: str, names: StubNames) -> list[str]:
     """Input checks of a kernel stub: device, dtype, same device, contiguous outputs."""
     target = op.cpp_target
     check = cpp.CppType(target).check
@@ -115,7 +143,7 @@ def _checks(op: OpSpec, device: str, names: _StubNames) -> list[str]:
                 f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");'
             )
             lines.append("}")
-    allowed = [d for d in op.test.dtypes if d in SCALAR_TYPES]
+    allowed = guard_dtypes(op)
     fixed = _explicit_dtypes(op)
     checked = [a for a in tensors if a.name not in fixed]
     if checked and allowed:
@@ -143,7 +171,7 @@ def _checks(op: OpSpec, device: str, names: _StubNames) -> list[str]:
     return lines
 
 
-def _contiguous(op: OpSpec, names: _StubNames) -> list[str]:
+def _contiguous(op: OpSpec, names: StubNames) -> list[str]:
     """Read-only tensor inputs as contiguous tensors named `<arg>_c` (a no-op when they already are)."""
     tensor = cpp.CppType(op.cpp_target).tensor
     lines = []
@@ -198,7 +226,7 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
     target = op.cpp_target
     kind = cpp.CppType(target)
     ret = cpp.return_type(op.returns, target)
-    names = _stub_names(op)
+    names = stub_names(op)
     tensors = [a.name for a in op.args if a.family == "Tensor"]
     return {
         "target": target,
@@ -213,6 +241,7 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "header": files.header,
         "header_includes": _header_includes(op),
         "checks": {d: _checks(op, d, names) for d in op.devices},
+        "checks_fence": dict(zip(("begin", "end"), fence_lines(CHECKS, files.spec), strict=True)),
         "contiguous": _contiguous(op, names),
         "first_tensor": names.params[tensors[0]] if tensors else None,
         "cpu_file": files.kernels["cpu"],

@@ -129,8 +129,10 @@ def baseline_calls(min_run_time: float, threads: int, bar: Any) -> list[Result]:
             "1",
             timings[name].median,
             best=timings[name].best,
+            iqr=timings[name].iqr,
             kind=kind,
             runs=timings[name].runs,
+            disagreement=timings[name].disagreement,
         )
         for name, kind, call in _BASELINES
     ]
@@ -174,8 +176,10 @@ def op_calls(
             "1",
             t.median,
             best=t.best,
+            iqr=t.iqr,
             kind=kind_of(op) if name != base_name else "native",
             runs=t.runs,
+            disagreement=t.disagreement,
         )
         for name, t in timings.items()
     ]

@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "NOISY",
     "Result",
+    "stat_note",
+    "noisy_warnings",
     "seconds",
     "speedup",
     "format_time",
@@ -24,6 +27,10 @@ __all__ = [
     "to_json",
     "from_json",
 ]
+
+
+# Above this, a figure's timing blocks or rounds disagree too much to trust its digits.
+NOISY = 0.2
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,11 @@ class Result:
     derived_bytes: bool = False
     kind: str = ""  # overhead mode: how the op is registered
     extra: dict[str, Any] = field(default_factory=dict)
+    disagreement: float = 0.0  # Timing.disagreement: how far its timing blocks and rounds disagree
+
+    @property
+    def noisy(self) -> bool:
+        return self.disagreement > NOISY
 
 
 def seconds(r: Result, stat: str = "median") -> float:
@@ -80,8 +92,41 @@ def format_rate(r: Result, stat: str = "median") -> str:
     return f"{rate[0]:.1f}" if rate else "–"
 
 
-def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+def _ratio(value: float | None, noisy: bool = False) -> str:
+    return "–" if value is None else f"{value:.2f}×" + ("*" if noisy else "")
+
+
+def _cell(r: Result, stat: str) -> str:
+    """A figure and its spread: `2.5 µs (IQR 4%)`, or with --stat min `2.4 µs (median +4%)`; `*`: noisy."""
+    shown = seconds(r, stat)
+    if stat == "min" and r.best > 0:
+        spread = f"median +{r.median / r.best - 1:.0%}"
+    else:
+        spread = f"IQR {r.iqr / r.median:.0%}" if r.median > 0 else "IQR –"
+    return f"{format_time(shown)} ({spread})" + ("*" if r.noisy else "")
+
+
+def stat_note(stat: str, rounds: int = 3) -> str:
+    """Which statistic the tables show, and what the spread beside each figure is."""
+    of = "the median timing block" + (
+        f" of the least disturbed of {rounds} rounds" if rounds > 1 else ""
+    )
+    figure = (
+        "the fastest timing block; (median +x%): how much slower the median block was"
+        if stat == "min"
+        else f"{of}; (IQR x%): the interquartile range of its blocks, as % of the median"
+    )
+    return f"time per call: {figure}; * marks figures whose blocks or rounds disagree by more than {NOISY:.0%}"
+
+
+def noisy_warnings(results: Iterable[Result]) -> list[str]:
+    """One warning per figure whose timing blocks or rounds disagree by more than NOISY."""
+    return [
+        f"{r.op} {r.impl} at {r.size} ({r.mode}): timing blocks and rounds disagree by {r.disagreement:.0%}; "
+        "the machine is busy: use --stat min or re-run on a quiet machine before trusting the ratios"
+        for r in results
+        if r.noisy
+    ]
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
@@ -117,9 +162,15 @@ def op_table(results: list[Result], stat: str = "median") -> str:
         at = [r for r in results if r.size == size]
         by = {r.impl: r for r in at}
         row = [size]
-        row += [format_time(seconds(by[i], stat)) if i in by else "–" for i in impls]
+        row += [_cell(by[i], stat) if i in by else "–" for i in impls]
         row += [format_rate(by[i], stat) if i in by else "–" for i in impls]
-        row += [_ratio(speedup(at, "opgen", i, stat)) for i in others]
+        row += [
+            _ratio(
+                speedup(at, "opgen", i, stat),
+                any(by[k].noisy for k in ("opgen", i) if k in by),
+            )
+            for i in others
+        ]
         rows.append(row)
     first = results[0]
     moved = " from input+output bytes" + (" (and their grads)" if "backward" in first.mode else "")
@@ -134,12 +185,14 @@ def overhead_table(results: list[Result], stat: str = "median") -> str:
     """
     header = ["op", "registration", "call", "time", "× native time"]
     rows = []
-    native = 0.0
+    native: Result | None = None
     for r in results:
         if r.kind == "native":
-            native = seconds(r, stat)
-        ratio = seconds(r, stat) / native if native > 0 else None
-        rows.append([r.op, r.kind, r.impl, format_time(seconds(r, stat)), _ratio(ratio)])
+            native = r
+        base = seconds(native, stat) if native is not None else 0.0
+        ratio = seconds(r, stat) / base if base > 0 else None
+        noisy = r.noisy or (native is not None and native.noisy)
+        rows.append([r.op, r.kind, r.impl, _cell(r, stat), _ratio(ratio, noisy)])
     return _markdown(header, rows)
 
 

@@ -123,6 +123,7 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
                 case.bytes,
                 case.flops,
                 case.derived_bytes,
+                disagreement=t.disagreement,
             )
         )
 

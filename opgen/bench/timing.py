@@ -13,11 +13,20 @@ __all__ = ["Timing", "time_stmt", "time_interleaved", "set_threads", "machine_co
 
 @dataclass(frozen=True)
 class Timing:
-    median: float  # seconds per call
+    median: float  # seconds per call: the median block of the least disturbed round
     best: float  # the fastest block, per call: the least disturbed on a shared machine
-    iqr: float
+    iqr: float  # interquartile range of that round's blocks, per call
     runs: int  # measurement blocks
     calls: int  # calls in all blocks
+    rounds: tuple[float, ...] = ()  # the median of each round (time_interleaved)
+
+    @property
+    def disagreement(self) -> float:
+        """How far the runs disagree: the larger of IQR / median and slowest / fastest round - 1."""
+        spread = self.iqr / self.median if self.median > 0 else 0.0
+        if len(self.rounds) > 1 and min(self.rounds) > 0:
+            spread = max(spread, max(self.rounds) / min(self.rounds) - 1)
+        return spread
 
 
 def machine_cores() -> int:
@@ -55,26 +64,21 @@ def time_interleaved(
     turns exposes every statement to the same disturbances, and the best round is
     the one least disturbed (what `timeit` recommends for short statements).
     """
-    best: dict[str, Timing] = {}
+    rounds_of: dict[str, list[Timing]] = {name: [] for name in stmts}
     for _ in range(rounds):
         for name, stmt in stmts.items():
-            t = time_stmt(stmt, scope, min_run_time / rounds, threads)
-            if name not in best or t.median < best[name].median:
-                best[name] = Timing(
-                    t.median,
-                    min(t.best, best[name].best) if name in best else t.best,
-                    t.iqr,
-                    t.runs,
-                    t.calls,
-                )
-            else:
-                best[name] = Timing(
-                    best[name].median,
-                    min(t.best, best[name].best),
-                    best[name].iqr,
-                    best[name].runs,
-                    best[name].calls,
-                )
+            rounds_of[name].append(time_stmt(stmt, scope, min_run_time / rounds, threads))
+    best: dict[str, Timing] = {}
+    for name, timings in rounds_of.items():
+        kept = min(timings, key=lambda t: t.median)
+        best[name] = Timing(
+            kept.median,
+            min(t.best for t in timings),
+            kept.iqr,
+            kept.runs,
+            kept.calls,
+            tuple(t.median for t in timings),
+        )
     return best
 
 

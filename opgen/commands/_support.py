@@ -59,5 +59,5 @@ def report(result: GenerateResult, check: bool = False, dry_run: bool = False) -
     for warning in result.warnings:
         err(f"warning: {warning}")
     if result.stopped and not (check or dry_run):
-        err("error: nothing was written: a generated file was edited by hand (see above)")
+        err("error: nothing was written: the files above need your decision first")
     typer.echo(f"opgen: {result.summary()}")

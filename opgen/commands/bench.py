@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     ops: Annotated[
-        list[str] | None, typer.Argument(help="Ops to time (default: all).", show_default=False)
+        list[str] | None,
+        typer.Argument(show_default=False, metavar="OP", hidden=True),
     ] = None,
     overhead: Annotated[
         bool,
@@ -34,36 +35,47 @@ def bench(
         bool, typer.Option("--quick", help="Smallest size only, short runs (a smoke test).")
     ] = False,
     json_file: Annotated[
-        Path | None, typer.Option("--json", help="Write every measurement to this JSON file.")
+        Path | None,
+        typer.Option("--json", help="Write every measurement to this JSON file.", metavar="FILE"),
     ] = None,
     plot_file: Annotated[
-        Path | None, typer.Option("--plot", help="Write a PNG plot (needs matplotlib).")
+        Path | None,
+        typer.Option("--plot", help="Write a PNG plot (needs matplotlib).", metavar="FILE"),
     ] = None,
-    metric: Annotated[str, typer.Option(help="Plot throughput or time.")] = "throughput",
+    metric: Annotated[
+        str, typer.Option(help="Plot throughput or time.", metavar="throughput|time")
+    ] = "throughput",
     stat: Annotated[
         str,
         typer.Option(
-            help="median (of timing blocks) or min (the least disturbed block: for a busy machine)."
+            help="median (of timing blocks) or min (the least disturbed block: for a busy machine).",
+            metavar="median|min",
         ),
     ] = "median",
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    device: Annotated[str, typer.Option(help="cpu or cuda.", metavar="cpu|cuda")] = "cpu",
     min_time: Annotated[
         float | None,
         typer.Option(
             "--min-time",
             help=f"Seconds of timing per measurement (default {_MIN_TIME}, --quick {_QUICK_MIN_TIME}).",
+            metavar="SECONDS",
         ),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(help="torch threads (default: the cores this process may use).")
+        int | None,
+        typer.Option(help="torch threads (default: the cores this process may use).", metavar="N"),
     ] = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")
     ] = False,
 ) -> None:
-    """Benchmark ops against their spec's reference and native PyTorch, as each spec's bench table says."""
+    """Benchmark the ops named (default: all) against their spec's reference and native PyTorch.
+
+    What each op is timed on is its spec's [bench] table (README, "Performance").
+    """
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
+    from ..caches import confine_caches
     from ..errors import OpgenError
     from ..project import load_project
 
@@ -79,6 +91,7 @@ def bench(
     root = project_root()
     try:
         project = load_project(root)
+        confine_caches(root)
     except OpgenError as exc:
         raise fail(exc, root) from None
     selected, unknown = select_ops(project, list(ops or []))
@@ -110,7 +123,7 @@ def bench(
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1) from None
-    _print(run.results, overhead, stat)
+    _print(run.results, overhead, stat, quick)
     for note in run.skipped:
         err(f"skipped {note}")
     _write(
@@ -125,15 +138,17 @@ def bench(
         raise typer.Exit(1)
 
 
-def _print(results: list[Result], overhead: bool, stat: str) -> None:
-    from ..bench.report import op_table, overhead_table
+def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False) -> None:
+    from ..bench.report import noisy_warnings, op_table, overhead_table, stat_note
 
-    what = "median of timing blocks" if stat == "median" else "fastest timing block"
+    note = stat_note(stat, rounds=1 if quick and not overhead else 3)
+    for warning in noisy_warnings(results):
+        err(f"warning: {warning}")
     if overhead:
-        typer.echo(f"1-element float32 calls, no input requires grad; time per call ({what})\n")
+        typer.echo(f"1-element float32 calls, no input requires grad; {note}\n")
         typer.echo(overhead_table(results, stat))
         return
-    typer.echo(f"every implementation allocates its outputs; time per call ({what})\n")
+    typer.echo(f"every implementation allocates its outputs; {note}\n")
     groups: dict[tuple[str, str], list] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)

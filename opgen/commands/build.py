@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._support import err, fail, project_root, report
 
+UP_TO_DATE = "opgen: up to date: nothing changed since the last build"
+
 
 def build(
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = 2,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Parallel compile jobs.", metavar="N")
+    ] = 2,
     check_cuda: Annotated[
         bool,
         typer.Option(
             "--check-cuda",
             help="Compile-check .cu files with nvcc even when CUDA cannot be linked.",
         ),
+    ] = False,
+    cpu_only: Annotated[
+        bool,
+        typer.Option("--cpu-only", help="Build only the CPU kernels, even for a CUDA torch."),
     ] = False,
     generate: Annotated[
         bool, typer.Option("--generate/--no-generate", help="Run `opgen generate` first.")
@@ -25,14 +35,89 @@ def build(
         bool, typer.Option("--verbose", "-v", help="Print every compiler command.")
     ] = False,
 ) -> None:
-    """Compile csrc/ into the package's _C library with ninja (see docs/cpp.md)."""
+    """Compile csrc/ into the package's _C library with ninja (see docs/cpp.md).
+
+    When nothing changed since the last successful build (sources, specs,
+    generated files, flags, torch), it says "up to date" and runs nothing.
+    """
+    from ..stamp import stale_reason
+
+    root = project_root()
+    # Note [Build stamp]: no torch import here; a --cpu-only build is never stamped
+    if not cpu_only and stale_reason(root, check_cuda) is None:
+        typer.echo(UP_TO_DATE)
+        return
+    build_stale(
+        root,
+        jobs=jobs,
+        check_cuda=check_cuda,
+        verbose=verbose,
+        generate=generate,
+        cpu_only=cpu_only,
+    )
+
+
+# `opgen build` options that do not change what an up-to-date build is.
+_FAST_FLAGS = frozenset({"-v", "--verbose", "--generate", "--no-generate", "--check-cuda"})
+
+
+def answer_up_to_date(argv: list[str]) -> bool:
+    """Answer a no-op `opgen build` before typer parses the command line; whether it did.
+
+    typer's argument coercion imports pydantic (~0.4 s, most of a no-op
+    build), so `opgen.cli.main` asks here first. Anything but `build` with
+    the flags above (and -j N) goes to typer, as does a build that is stale.
+    """
+    if not argv or argv[0] != "build":
+        return False
+    rest = argv[1:]
+    check_cuda = False
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("-j", "--jobs") and rest and rest[0].isdigit():
+            rest.pop(0)
+        elif re.fullmatch(r"-j\d+|--jobs=\d+", arg):
+            continue
+        elif arg in _FAST_FLAGS:
+            check_cuda = check_cuda or arg == "--check-cuda"
+        else:
+            return False
+    from ..stamp import stale_reason
+
+    here = Path.cwd().resolve()
+    root = next((d for d in (here, *here.parents) if (d / "opgen.toml").is_file()), None)
+    if root is None or stale_reason(root, check_cuda) is not None:
+        return False
+    typer.echo(UP_TO_DATE)
+    return True
+
+
+def build_stale(
+    root: Path,
+    *,
+    jobs: int = 2,
+    check_cuda: bool = False,
+    verbose: bool = False,
+    generate: bool = True,
+    cpu_only: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Build the project at `root`, known to be out of date, and report; raises Exit(1) when it fails.
+
+    `quiet`: say nothing when the build succeeds without compiling (a project of Python ops).
+    """
     from ..build import build_project
     from ..errors import OpgenError
 
-    root = project_root()
     try:
         outcome = build_project(
-            root, jobs=jobs, check_cuda=check_cuda, verbose=verbose, generate=generate
+            root,
+            jobs=jobs,
+            check_cuda=check_cuda,
+            verbose=verbose,
+            generate=generate,
+            cpu_only=cpu_only,
+            if_stale=False,
         )
     except OpgenError as exc:
         raise fail(exc, root) from None
@@ -43,7 +128,8 @@ def build(
     if not outcome.ok:
         err(f"error: {outcome.build.summary}")
         raise typer.Exit(1)
-    typer.echo(f"opgen: {outcome.build.summary}")
+    if not (quiet and outcome.build.plan is None):
+        typer.echo(f"opgen: {outcome.build.summary}")
 
 
 def register(app: typer.Typer) -> None:

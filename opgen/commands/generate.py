@@ -16,26 +16,52 @@ DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Print the diff of what would change; write nothing.")
 ]
 Force = Annotated[
-    bool, typer.Option("--force", help="Overwrite generated files that were edited by hand.")
+    bool,
+    typer.Option(
+        "--force",
+        help="Overwrite generated files that were edited by hand (the old ones are saved in .opgen/backup/).",
+    ),
+]
+Adopt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--adopt",
+        help="Re-attach a kernel (or setup.py) whose record was lost: opgen takes it as up to date "
+        "with its spec as it is now and merges later spec changes into it. Repeatable.",
+        metavar="FILE",
+        show_default=False,
+    ),
 ]
 Templates = Annotated[
     Path | None,
-    typer.Option("--templates", help="Template folder searched before the built-ins."),
+    typer.Option(
+        "--templates", help="Template folder searched before the built-ins.", metavar="DIR"
+    ),
 ]
 
 
 def generate(
-    check: Check = False, dry_run: DryRun = False, force: Force = False, templates: Templates = None
+    check: Check = False,
+    dry_run: DryRun = False,
+    force: Force = False,
+    adopt: Adopt = None,
+    templates: Templates = None,
 ) -> None:
     """Regenerate every op of the project from its spec."""
+    import os
+
     from ..changes import Action
     from ..errors import OpgenError
     from ..generate import generate as run
     from ..writer import unified_diff
 
     root = project_root()
+    # --adopt paths are relative to the folder the command runs in, like any path argument
+    adopted = [os.path.relpath(os.path.abspath(p), root) for p in adopt or []]
     try:
-        result = run(root, check=check, dry_run=dry_run, force=force, templates=templates)
+        result = run(
+            root, check=check, dry_run=dry_run, force=force, adopt=adopted, templates=templates
+        )
     except OpgenError as exc:
         raise fail(exc, root) from None
     if dry_run:

@@ -11,16 +11,25 @@ from ._support import fail, report
 
 
 def new(
-    name: Annotated[str, typer.Argument(help="The op to create, as NAMESPACE::OP.")],
+    name: Annotated[
+        str,  # described in the docstring: typer would print a type placeholder beside it
+        typer.Argument(metavar="NAMESPACE::OP", hidden=True),
+    ],
     schema: Annotated[
-        str | None, typer.Option(help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".')
+        str | None,
+        typer.Option(
+            help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".', metavar="SCHEMA"
+        ),
     ] = None,
     backend: Annotated[
-        str | None, typer.Option(help="python or cpp (default: the project's).")
+        str | None,
+        typer.Option(help="python or cpp (default: the project's).", metavar="python|cpp"),
     ] = None,
-    devices: Annotated[str, typer.Option(help="Comma-separated devices: cpu, cuda.")] = "cpu",
+    devices: Annotated[
+        str, typer.Option(help="Comma-separated devices: cpu, cuda.", metavar="DEVICES")
+    ] = "cpu",
 ) -> None:
-    """Create an op (and the project, if the folder has none), then generate it."""
+    """Create the op NAMESPACE::OP (and the project, if the folder has none), then generate it."""
     from ..errors import OpgenError
     from ..new import new_op
 
@@ -32,10 +41,12 @@ def new(
     except OpgenError as exc:
         raise fail(exc, cwd) from None
     report(made.generated)
-    typer.echo(
-        "next: fill in the kernel, then `opgen test`"
-        + (" after `opgen build`" if made.backend == "cpp" else "")
-    )
+    if made.to_fill:
+        typer.echo(f"next: fill in {' and '.join(made.to_fill)}, then `opgen test`")
+    else:
+        yours = " and ".join([made.spec, *made.kernels])
+        first = " (it runs `opgen build` first)" if made.backend == "cpp" else ""
+        typer.echo(f"next: `opgen test`{first}, then make the op yours: {yours}")
 
 
 def register(app: typer.Typer) -> None:

@@ -14,9 +14,8 @@ T = TypeVar("T")
 
 Name = Annotated[
     str,
-    typer.Argument(
-        help="Template name as `opgen templates list` shows it, e.g. python/kernel.py.j2."
-    ),
+    # NAME is a template as `opgen templates list` shows it (each docstring says so)
+    typer.Argument(metavar="NAME", hidden=True),
 ]
 
 
@@ -58,7 +57,7 @@ def list_command() -> None:
 
 
 def eject_command(name: Name) -> None:
-    """Copy a built-in template into the project's template folder for editing."""
+    """Copy built-in template NAME, such as python/kernel.py.j2, into the project's template folder."""
     from ..overrides import eject
 
     root, _, (target, set_option) = _run(lambda root, folder: eject(root, folder, name))
@@ -70,7 +69,7 @@ def eject_command(name: Name) -> None:
 
 
 def diff_command(name: Name) -> None:
-    """Show how the built-in template changed since you ejected it."""
+    """Show how built-in template NAME changed since you ejected it."""
     from ..overrides import upstream_diff
 
     _, _, text = _run(lambda root, folder: upstream_diff(root, folder, name))
@@ -78,7 +77,7 @@ def diff_command(name: Name) -> None:
 
 
 def ack_command(name: Name) -> None:
-    """Record that your override is caught up with the current built-in (silences the warning)."""
+    """Record that your override of NAME is caught up with the built-in (silences the warning)."""
     from ..overrides import acknowledge
 
     _run(lambda root, folder: acknowledge(root, name))
@@ -89,6 +88,7 @@ def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="List and customize the Jinja templates opgen renders (see docs/templates.md).",
         no_args_is_help=True,
+        rich_markup_mode=None,
     )
     sub.command("list")(list_command)
     sub.command("eject")(eject_command)

@@ -1,19 +1,60 @@
-"""`opgen test`: run the project's generated tests with pytest."""
+"""`opgen test`: bring the build up to date, then run the project's generated tests with pytest."""
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from ._support import project_root
+from ._support import err, fail, project_root
 
 
-def test(ctx: typer.Context) -> None:
-    """Run the project's generated tests with pytest (extra arguments go to pytest)."""
+def test(
+    ctx: typer.Context,
+    no_build: Annotated[
+        bool,
+        typer.Option(
+            "--no-build",
+            help="Never build first; refuse (exit 1) when the build is out of date.",
+        ),
+    ] = False,
+) -> None:
+    """Run the project's generated tests with pytest, building first when anything changed.
+
+    Before the tests, `opgen test` runs `opgen build` when anything they depend
+    on changed since the last successful build: C++/CUDA sources, specs,
+    generated files, build flags, the installed torch. So the tests never run
+    against a stale or missing library; a failed build stops here (exit 1).
+    Other arguments go to pytest, e.g. `opgen test -k gradcheck -x`.
+    """
     import subprocess
 
+    from ..caches import confine_caches
+    from ..errors import OpgenError
+    from ..stamp import stale_reason
+    from .build import build_stale
+
     root = project_root()
+    reason = stale_reason(root)
+    if reason is not None:
+        if no_build:
+            err(
+                f"error: the build is out of date ({reason}); run `opgen build`, or drop --no-build"
+            )
+            raise typer.Exit(1)
+        compiles = (root / "csrc").is_dir()
+        if compiles:
+            typer.echo(f"opgen: building first: {reason}")
+        try:
+            build_stale(root, quiet=not compiles)
+        except typer.Exit:
+            err("error: not testing: `opgen build` failed (see above)")
+            raise typer.Exit(1) from None
+    try:
+        confine_caches(root)
+    except OpgenError as exc:
+        raise fail(exc, root) from None
     chosen = any(not arg.startswith("-") for arg in ctx.args)  # the user named files or tests
     command = [
         sys.executable,

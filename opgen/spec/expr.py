@@ -1,8 +1,22 @@
-"""Checks for the Python expressions a spec may contain (formulas, shape rules).
+"""Checks for the Python expressions a spec may contain (formulas, shape rules, references).
 
-Only expressions are accepted, only known names may appear, and nothing that
-could reach outside the op (imports, lambdas, dunder attributes) is allowed:
-the generated code then cannot run anything the spec author did not see.
+What the filter promises: an expression is one line of Python with no
+statements, imports, lambdas, comprehensions or f-strings; every name in it
+is one its place allows (the op's arguments, `grad`, `result`, `torch`, `F`,
+`math`, a few builtins, the library's other ops); no attribute starting with
+`_` (no `__class__` or `__globals__` way into the interpreter) and none of a
+list that leads to the operating system (`torch.os`, `.system`,
+`.load_library`). That stops accidents (a typo, a pasted statement, a name
+that only exists on the author's machine) and keeps the generated code
+readable: the code that runs is the expression the spec shows.
+
+What it does not promise: that an expression stays inside the op. It calls
+torch, and torch writes files and opens sockets: `torch.save(x, path)` or
+`x.numpy().tofile(path)` in a reference, a gradient formula or a fake rule
+writes a file when `opgen test` runs it. Spec files are code the user
+trusts, like a Makefile: `opgen generate` only parses them, while `opgen
+build`, `opgen test` and `opgen bench` run what they generate. See "Trust
+and safety" in the README.
 """
 
 from __future__ import annotations

@@ -6,13 +6,16 @@ small scan of the same text so every diagnostic can point at its line.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic, OpgenError
+from .limits import MAX_NESTING, MAX_SPEC_BYTES, nesting_depth
 
 __all__ = ["LoadedToml", "load_toml"]
 
@@ -118,9 +121,26 @@ def _toml_hint(message: str) -> str:
 
 
 def load_toml(path: Path, text: str | None = None) -> LoadedToml:
-    """Parse `path` (or `text`, the content it is about to have); a syntax error becomes a diagnostic at its line."""
+    """Parse `path` (or `text`, the content it is about to have); a syntax error becomes a diagnostic at its line.
+
+    Note [Bounded input] in limits.py: a file that is not a regular file, is
+    over 1 MiB or nests deeper than 32 levels is refused before parsing.
+    """
     if text is None:
         text = _read_text(path)
+    elif len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+        raise _too_large(path, len(text.encode("utf-8")))
+    deep = nesting_depth(text)
+    if deep is not None:
+        where = deep[1]
+        raise OpgenError(
+            Diagnostic(
+                path,
+                where,
+                f"nested more than {MAX_NESTING} levels deep; opgen does not parse a spec this deep",
+                "flatten the nested tables, arrays or dotted keys (a spec needs about 5 levels)",
+            )
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -140,9 +160,62 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
     return LoadedToml(path, data, _scan_lines(text), tuple(text.splitlines()))
 
 
+def _too_large(path: Path, size: int) -> OpgenError:
+    return OpgenError(
+        Diagnostic(
+            path,
+            None,
+            f"is {size} bytes; opgen reads spec files of at most {MAX_SPEC_BYTES} bytes (1 MiB)",
+            "a spec is a short TOML file: move data out of it",
+        )
+    )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes: only a regular file of at most MAX_SPEC_BYTES, never blocking on a FIFO."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OpgenError(
+            Diagnostic(
+                path,
+                None,
+                f"is {_kind(info.st_mode)}, not a regular file",
+                "a spec is a plain TOML file: move this away",
+            )
+        )
+    if info.st_size > MAX_SPEC_BYTES:
+        raise _too_large(path, info.st_size)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)  # the file at the path now, not the one stat saw
+        if not stat.S_ISREG(info.st_mode):
+            raise OpgenError(
+                Diagnostic(path, None, f"is {_kind(info.st_mode)}, not a regular file", "")
+            )
+        chunks, size = [], 0
+        while size <= MAX_SPEC_BYTES and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SPEC_BYTES:
+            raise _too_large(path, size)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _read_text(path: Path) -> str:
     try:
-        raw = path.read_bytes()
+        raw = _read_bytes(path)
     except OSError as exc:
         raise OpgenError(
             Diagnostic(

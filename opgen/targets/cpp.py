@@ -26,10 +26,12 @@ __all__ = [
     "kernel_path",
     "library_file",
     "library_path",
+    "loader_path",
     "device_registration",
     "op_header",
     "cpp_op_artifacts",
     "cpp_project_artifacts",
+    "generated_cpp_patterns",
 ]
 
 CSRC = "csrc"
@@ -55,16 +57,22 @@ def kernel_path(module: str, device: str) -> str:
     return f"{folder}/{module}{suffix}"
 
 
-def cpp_files(op: OpSpec) -> CppFiles:
+def cpp_files(op: OpSpec, config: ProjectConfig) -> CppFiles:
     return CppFiles(
         header=f"{op.module}.h",
         kernels={device: kernel_path(op.module, device) for device in KERNEL_DIRS},
+        spec=spec_path(op, config),
     )
 
 
 def library_file(target: str) -> str:
     """File name of the compiled library: abi3 for the stable ABI, which loads on any later torch."""
     return "_C.abi3.so" if target == "stable" else "_C.so"
+
+
+def loader_path(package: str) -> str:
+    """The generated module that loads the compiled library."""
+    return f"{package}/_library.py"
 
 
 def library_path(config: ProjectConfig) -> str:
@@ -76,38 +84,59 @@ def cpp_op_artifacts(
 ) -> list[Artifact]:
     """The op's header and kernel stubs (its Python module is in `targets.python`).
 
-    `fresh`: the op's spec is being created; its CPU kernel starts with a starter body where opgen has one.
+    `fresh`: the op's spec is being created; its kernels start with a starter body where opgen has one.
     """
     source = spec_path(op, config)
-    files = cpp_files(op)
+    files = cpp_files(op, config)
 
     def context() -> Context:
         return {**base(), "header": header(source, "//")}
 
     out = [Artifact(op_header(op.module), "cpp/op.h.j2", Owner.GENERATED, source, context)]
-    if "cpu" in op.devices:
-        body = starter(op) if fresh else None
-        lines = body.cpu if body else None
+    body = starter(op) if fresh else None
 
-        def cpu_context() -> Context:
-            return {**context(), "starter": None}
+    def kernel_context() -> Context:
+        return {**context(), "starter": None}
 
-        initial = (lambda: {**cpu_context(), "starter": list(lines)}) if lines else None
-        out.append(
-            Artifact(
-                files.kernels["cpu"],
-                "cpp/kernel_cpu.cpp.j2",
-                Owner.USER,
-                source,
-                cpu_context,
-                initial,
+    cpu, cuda = (body.cpu, body.cuda) if body else (None, None)
+    initial = {
+        "cpu": (lambda: {**kernel_context(), "starter": list(cpu)}) if cpu else None,
+        "cuda": (
+            (
+                lambda: {
+                    **kernel_context(),
+                    "starter": {"kernel": list(body.cuda_kernel or ()), "body": list(cuda)},
+                }
             )
-        )
-    if "cuda" in op.devices:
-        out.append(
-            Artifact(files.kernels["cuda"], "cpp/kernel_cuda.cu.j2", Owner.USER, source, context)
-        )
+            if body and cuda
+            else None
+        ),
+    }
+    for device in ("cpu", "cuda"):
+        if device in op.devices:
+            out.append(
+                Artifact(
+                    files.kernels[device],
+                    f"cpp/kernel_{device}.{'cpp' if device == 'cpu' else 'cu'}.j2",
+                    Owner.USER,
+                    source,
+                    kernel_context,
+                    initial[device],
+                )
+            )
     return out
+
+
+def generated_cpp_patterns(package: str) -> list[str]:
+    """The paths every generated C++-side file can have (`*` stands for an op or a device)."""
+    return [
+        REGISTRATION,
+        AUTOGRAD_REGISTRATION,
+        PYBIND_SOURCE,
+        device_registration("*"),
+        op_header("*"),
+        loader_path(package),
+    ]
 
 
 def cpp_project_artifacts(
@@ -117,7 +146,7 @@ def cpp_project_artifacts(
     cpp_ops = [op for op in ops if op.backend == "cpp"]
     items: list[tuple[str, str, Owner, str, dict[str, str]]] = [
         (REGISTRATION, "cpp/registration.cpp.j2", Owner.GENERATED, "//", {}),
-        (f"{config.package}/_library.py", "package/_library.py.j2", Owner.GENERATED, "#", {}),
+        (loader_path(config.package), "package/_library.py.j2", Owner.GENERATED, "#", {}),
         ("setup.py", "package/setup.py.j2", Owner.USER, "#", {}),
     ]
     for device in sorted({d for op in cpp_ops for d in op.devices}):

@@ -2,36 +2,60 @@
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from collections.abc import Callable
 from typing import Any
 
 from ..api.context import op_context, ops_list, project_context, spec_path
 from ..api.cpp_context import cpp_op_context, cpp_project_context
-from ..project import Project
+from ..fs import STATE_DIR
+from ..project import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header
-from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
-from .python import op_module_artifact, python_kernel_artifact, test_artifact
+from . import Artifact, Context, Owner, header, names_source
+from .cpp import (
+    cpp_files,
+    cpp_op_artifacts,
+    cpp_project_artifacts,
+    generated_cpp_patterns,
+    library_file,
+)
+from .python import (
+    module_path,
+    op_module_artifact,
+    python_kernel_artifact,
+    test_artifact,
+    test_path,
+)
 
-__all__ = ["collect_artifacts", "package_artifacts"]
+__all__ = [
+    "collect_artifacts",
+    "package_artifacts",
+    "generated_patterns",
+    "removal_refused",
+]
+
+
+def _package_files(package: str) -> list[tuple[str, str]]:
+    """(path, template) of the package-wide generated files; the last only with Python ops."""
+    return [
+        (f"{package}/__init__.py", "package/__init__.py.j2"),
+        (f"{package}/_generated/__init__.py", "package/empty_init.py.j2"),
+        (f"{package}/_testing.py", "package/_testing.py.j2"),
+        (f"{package}/_runtime.py", "package/_runtime.py.j2"),
+        ("tests/conftest.py", "tests/conftest.py.j2"),
+        (f"{package}/kernels/__init__.py", "package/empty_init.py.j2"),
+    ]
 
 
 def package_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
     """The package's `__init__.py`, `_testing.py`, `_runtime.py` and the tests' `conftest.py`."""
-    pkg = config.package
-    items = [
-        (f"{pkg}/__init__.py", "package/__init__.py.j2"),
-        (f"{pkg}/_generated/__init__.py", "package/empty_init.py.j2"),
-        (f"{pkg}/_testing.py", "package/_testing.py.j2"),
-        (f"{pkg}/_runtime.py", "package/_runtime.py.j2"),
-        ("tests/conftest.py", "tests/conftest.py.j2"),
-    ]
-    if any(op.backend == "python" for op in ops):
-        items.append((f"{pkg}/kernels/__init__.py", "package/empty_init.py.j2"))
+    items = _package_files(config.package)
+    if not any(op.backend == "python" for op in ops):
+        items.pop()
     return [
         Artifact(
             path,
@@ -57,7 +81,7 @@ def collect_artifacts(
     config, ops = project.config, project.ops
     shared = functools.cache(lambda: project_context(config, ops))
     cpp_contexts = {
-        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op)))
+        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
         for op in ops
         if op.backend == "cpp"
     }
@@ -96,3 +120,40 @@ def collect_artifacts(
             artifacts += cpp_op_artifacts(config, op, base, fresh)
         artifacts.append(test_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)
+
+
+# Note [Deletion authority]
+# The manifest is data, not authority: a checkout can carry a crafted one. A
+# file is removed only when its path is one a generated file of this project
+# can have (the patterns below, from the same functions that place the
+# outputs), it is outside the state, spec and version-control folders, and
+# its first line is the generated header naming the spec the manifest says it
+# came from. Anything else the manifest lists is left alone and reported.
+_NEVER_REMOVED = (OPS_DIR, STATE_DIR, ".git")
+
+
+def generated_patterns(config: ProjectConfig) -> list[str]:
+    """Every path a generated file of this project can have; `*` stands for an op's name."""
+    package = config.package
+    patterns = [path for path, _ in _package_files(package)]
+    patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
+    return sorted(set(patterns))
+
+
+def _matches(path: str, pattern: str) -> bool:
+    parts, wanted = path.split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
+
+
+def removal_refused(config: ProjectConfig, path: str, text: str, source: str) -> str | None:
+    """Why opgen may not remove `path` (holding `text`, said to come from `source`); None if it may.
+
+    Note [Deletion authority].
+    """
+    if path == CONFIG_FILE or path.split("/")[0] in _NEVER_REMOVED:
+        return "opgen never removes the project file, specs, its state or version control"
+    if not any(_matches(path, p) for p in generated_patterns(config)):
+        return "opgen generates no file at this path"
+    if not names_source(text, source):
+        return f"its first line is not the header of a file generated from {source}"
+    return None

@@ -10,7 +10,14 @@ from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 
-__all__ = ["kernel_path", "op_module_artifact", "python_kernel_artifact", "test_artifact"]
+__all__ = [
+    "kernel_path",
+    "module_path",
+    "test_path",
+    "op_module_artifact",
+    "python_kernel_artifact",
+    "test_artifact",
+]
 
 
 def kernel_path(package: str, module: str) -> str:
@@ -18,11 +25,21 @@ def kernel_path(package: str, module: str) -> str:
     return f"{package}/kernels/{module}.py"
 
 
+def module_path(package: str, module: str) -> str:
+    """The generated module of an op."""
+    return f"{package}/_generated/{module}.py"
+
+
+def test_path(module: str) -> str:
+    """The generated tests of an op."""
+    return f"tests/test_{module}.py"
+
+
 def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
     """`<package>/_generated/<op>.py`: definition, fake, autograd and the typed wrapper."""
     source = spec_path(op, config)
     template = "python/op.py.j2" if op.backend == "python" else "python/cpp_op.py.j2"
-    path = f"{config.package}/_generated/{op.module}.py"
+    path = module_path(config.package, op.module)
     return Artifact(
         path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)}
     )
@@ -59,7 +76,7 @@ def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]
     """`tests/test_<op>.py`: the op's generated tests."""
     source = spec_path(op, config)
     return Artifact(
-        f"tests/test_{op.module}.py",
+        test_path(op.module),
         "tests/test_op.py.j2",
         Owner.GENERATED,
         source,

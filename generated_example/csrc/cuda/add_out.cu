@@ -1,12 +1,83 @@
 // Hand-written CUDA kernel for example::add_out (user-owned): out <- a + b.
 // Schema: add_out(Tensor a, Tensor b, Tensor(a!) out) -> ()
-// `out` must have a's shape/dtype/device; it may alias a or b (no __restrict__
-// in this kernel), and may be non-contiguous (computed contiguously, copied in).
+// `out` must have a's shape/dtype/device; it may be a or b itself (no
+// __restrict__ in this kernel) but may not partially overlap them, and may be
+// non-contiguous (computed contiguously, copied in).
 #include "../add_out.h"
 #include "cuda_utils.cuh"
 
+#include <algorithm>
+#include <vector>
+
 namespace example {
 namespace {
+
+// Where a tensor's elements lie: enough to decide how two tensors overlap
+// without touching the device (plain values, so host code can test it).
+struct Layout {
+  uintptr_t data;
+  const int64_t* sizes;
+  const int64_t* strides;
+  int64_t dim;
+  int64_t itemsize;
+};
+
+Layout layout_of(const torch::stable::Tensor& t) {
+  return {reinterpret_cast<uintptr_t>(t.data_ptr()), t.sizes().data(), t.strides().data(),
+          t.dim(), static_cast<int64_t>(t.element_size())};
+}
+
+int64_t numel_of(const Layout& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < t.dim; ++d) n *= t.sizes[d];
+  return n;
+}
+
+// Every element at its own address and no gaps: strides, smallest first, are
+// the running products of the sizes (ATen's is_non_overlapping_and_dense).
+bool non_overlapping_and_dense(const Layout& t) {
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < t.dim; ++d)
+    if (t.sizes[d] != 1) order.push_back(d);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t x, int64_t y) { return t.strides[x] < t.strides[y]; });
+  int64_t expected = 1;
+  for (const int64_t d : order) {
+    if (t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
+}
+
+enum class Overlap { kNone, kFull, kPartial, kTooHard };
+
+// ATen's rule for an output and an input (get_overlap_status): the same
+// elements in the same order are a full overlap (an in-place add, safe: each
+// element is read before it is written, by the same thread); intersecting
+// spans are a partial one (threads would read elements that others already
+// overwrote); layouts with gaps or repeats are left alone, as ATen does (this
+// kernel copies such inputs, and writes such outputs through a temporary).
+Overlap overlap_of(const Layout& out, const Layout& in) {
+  const int64_t n_out = numel_of(out), n_in = numel_of(in);
+  if (n_out == 0 || n_in == 0) return Overlap::kNone;
+  if (!non_overlapping_and_dense(out) || !non_overlapping_and_dense(in)) return Overlap::kTooHard;
+  const uintptr_t out_end = out.data + uintptr_t(n_out * out.itemsize);
+  const uintptr_t in_end = in.data + uintptr_t(n_in * in.itemsize);
+  if (out.data == in.data && out_end == in_end) {
+    return out.dim == in.dim && std::equal(out.strides, out.strides + out.dim, in.strides)
+               ? Overlap::kFull
+               : Overlap::kPartial;
+  }
+  return out.data < in_end && in.data < out_end ? Overlap::kPartial : Overlap::kNone;
+}
+
+void check_no_partial_overlap(const torch::stable::Tensor& out, const torch::stable::Tensor& in,
+                              const char* op, const char* name) {
+  STD_TORCH_CHECK(overlap_of(layout_of(out), layout_of(in)) != Overlap::kPartial, op,
+                  ": 'out' partially overlaps '", name,
+                  "' in memory (some of their elements share memory, but they are not the "
+                  "same view); pass a separate 'out' or clone() the input");
+}
 
 // Same-index read-then-write per element, so aliasing out with a or b is safe.
 template <typename T, bool kVec>
@@ -69,6 +140,8 @@ void add_out_cuda(const torch::stable::Tensor& a_, const torch::stable::Tensor& 
   cuutil::check_same_dtype(a_, out_, op, "a", "out");
   cuutil::check_same_sizes(a_, b_, op, "a", "b");
   cuutil::check_same_sizes(a_, out_, op, "a", "out");
+  check_no_partial_overlap(out_, a_, op, "a");
+  check_no_partial_overlap(out_, b_, op, "b");
   torch::stable::accelerator::DeviceGuard guard(a_.get_device_index());
   const torch::stable::Tensor a = cuutil::contig(a_);
   const torch::stable::Tensor b = cuutil::contig(b_);

@@ -3,9 +3,13 @@
 // 16; A tile stored transposed in shared memory so both operands are read as
 // contiguous 4-wide vectors; each thread accumulates a 4x4 register tile.
 // Global loads are coalesced along the contiguous dimension, zero-filled at
-// the edges, so any M, N, K work.
+// the edges, so any M, N, K work. M tiles go on grid x (2^31 - 1 blocks), N
+// tiles on grid y (65535 blocks); each block loops over the tiles beyond the
+// grid, so no size is limited by the grid.
 #include "../matmul.h"
 #include "cuda_utils.cuh"
+
+#include <algorithm>
 
 namespace example {
 namespace {
@@ -13,17 +17,26 @@ namespace {
 constexpr int BM = 64, BN = 64, BK = 16, TM = 4, TN = 4;
 constexpr int kThreads = (BM / TM) * (BN / TN);  // 256
 constexpr int PAD = 4;                            // keeps rows 16-byte aligned
+constexpr int64_t kMaxGridX = (int64_t(1) << 31) - 1, kMaxGridY = 65535;
 
+// The launch grid for an M x N output: one block per 64x64 tile up to the
+// grid's limits; the kernel's tile loops cover the rest.
+dim3 gemm_grid(int64_t M, int64_t N) {
+  const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  return dim3(unsigned(std::clamp<int64_t>(tiles_m, 1, kMaxGridX)),
+              unsigned(std::clamp<int64_t>(tiles_n, 1, kMaxGridY)));
+}
+
+// One 64x64 tile of C at (m0, n0). Every thread of the block calls it with
+// the same tile, so its __syncthreads() are legal; the last one also keeps
+// the shared tiles intact until every thread has read them.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-gemm_tiled_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                  int64_t M, int64_t N, int64_t K) {
-  __shared__ alignas(16) T As[BK][BM + PAD];  // As[k][m]
-  __shared__ alignas(16) T Bs[BK][BN + PAD];  // Bs[k][n]
+__device__ __forceinline__ void gemm_tile(const T* __restrict__ A, const T* __restrict__ B,
+                                          T* __restrict__ C, int64_t M, int64_t N, int64_t K,
+                                          int64_t m0, int64_t n0, T (&As)[BK][BM + PAD],
+                                          T (&Bs)[BK][BN + PAD]) {
   const int tid = threadIdx.x;
   const int tx = tid % (BN / TN), ty = tid / (BN / TN);
-  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
-
   T acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
@@ -75,10 +88,19 @@ gemm_tiled_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
 }
 
 template <typename T>
+__global__ void __launch_bounds__(kThreads)
+gemm_tiled_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                  int64_t M, int64_t N, int64_t K) {
+  __shared__ alignas(16) T As[BK][BM + PAD];  // As[k][m]
+  __shared__ alignas(16) T Bs[BK][BN + PAD];  // Bs[k][n]
+  for (int64_t m0 = int64_t(blockIdx.x) * BM; m0 < M; m0 += int64_t(gridDim.x) * BM)
+    for (int64_t n0 = int64_t(blockIdx.y) * BN; n0 < N; n0 += int64_t(gridDim.y) * BN)
+      gemm_tile(A, B, C, M, N, K, m0, n0, As, Bs);
+}
+
+template <typename T>
 void launch(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  const int64_t gx = (N + BN - 1) / BN, gy = (M + BM - 1) / BM;
-  STD_TORCH_CHECK(gy <= 65535, "example::matmul: M=", M, " too large for this kernel's grid");
-  gemm_tiled_kernel<T><<<dim3(unsigned(gx), unsigned(gy)), kThreads, 0, stream>>>(a, b, c, M, N, K);
+  gemm_tiled_kernel<T><<<gemm_grid(M, N), kThreads, 0, stream>>>(a, b, c, M, N, K);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

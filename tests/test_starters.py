@@ -1,0 +1,104 @@
+"""A fresh op made with `opgen new --schema` works at once, on both backends (Note [Starter bodies])."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opgen.api.copy_plan import Param, copy_plan
+from opgen.new import new_op
+
+from _cpp_support import opgen
+
+# op -> schema: the common cases of a first op
+SCHEMAS = {
+    "scale": "(Tensor x, float alpha) -> Tensor",
+    "pair": "(Tensor a, Tensor b) -> (Tensor, Tensor)",
+    "write": "(Tensor(a!) out, Tensor x) -> ()",
+    "first": "(Tensor[] xs) -> Tensor",
+    "split": "(Tensor x, Tensor? w, int k) -> Tensor[]",
+}
+
+
+@pytest.mark.parametrize(
+    "params, returns, reference, body, fake",
+    [
+        ([Param("x", "Tensor"), Param("alpha", "float")], ["Tensor"], "x.clone()", ["return x.clone()"], ("like", ("x",))),
+        ([Param("a", "Tensor"), Param("b", "Tensor")], ["Tensor", "Tensor"], "(a.clone(), a.clone())", ["return a.clone(), a.clone()"], ("like", ("a", "a"))),
+        ([Param("out", "Tensor", True), Param("x", "Tensor")], [], "x.clone()", ["out.copy_(x)"], ("like", ())),
+        ([Param("xs", "Tensor[]")], ["Tensor"], "xs[0].clone()", ["return xs[0].clone()"], ("expr", ("xs[0].new_empty(xs[0].shape)",))),
+        ([Param("x", "Tensor"), Param("w", "Tensor?")], ["Tensor[]"], "[x.clone()]", ["return [x.clone()]"], ("expr", ("[x.new_empty(x.shape)]",))),
+    ],
+)
+def test_copy_plan(params, returns, reference, body, fake) -> None:
+    plan = copy_plan(params, returns)
+    assert plan is not None
+    assert (plan.reference, list(plan.python_body()), plan.fake()) == (reference, body, fake)
+
+
+@pytest.mark.parametrize(
+    "params, returns",
+    [
+        ([Param("x", "Tensor?")], ["Tensor"]),  # only an optional tensor to read
+        ([Param("x", "Tensor")], []),  # returns nothing and mutates nothing
+        ([Param("x", "Tensor", True)], []),  # in place: nothing else to copy from
+    ],
+)
+def test_no_copy_plan(params, returns) -> None:
+    assert copy_plan(params, returns) is None
+
+
+@pytest.mark.parametrize("target", ["stable", "classic"])
+def test_stubs_show_the_three_things_a_kernel_does(tmp_path: Path, target: str) -> None:
+    (tmp_path / "opgen.toml").write_text(f'[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\nbackend = "cpp"\ncpp_target = "{target}"\n')
+    new_op(tmp_path, "mylib::scale", SCHEMAS["scale"], devices=["cpu", "cuda"])
+    cpu = (tmp_path / "csrc/cpu/scale.cpp").read_text()
+    alloc, parallel = ("torch::stable::empty_like", "torch::stable::parallel_for") if target == "stable" else ("at::empty_like", "at::parallel_for")
+    for text in (f"1. allocate the outputs: {alloc}(x)", "2. reach the data: x.const_data_ptr<float>()", "3. dispatch on dtype: switch (x.scalar_type())"):
+        assert text in cpu
+    # ... and the starter body does them
+    assert f"= {alloc}(x_c);" in cpu and f"{parallel}(" in cpu and "x_c.const_data_ptr<T>()" in cpu
+    assert "case " in cpu and "ScalarType::Double:" in cpu and "opgen: placeholder" not in cpu
+    cuda = (tmp_path / "csrc/cuda/scale.cu").read_text()
+    assert "i += stride" in cuda and "<<<blocks, threads, 0, stream>>>" in cuda and "scale_kernel_blocks(n, threads)" in cuda
+    assert "getCurrentCUDAStream" in cuda if target == "classic" else "aoti_torch_get_current_cuda_stream" in cuda
+
+
+def _project(root: Path, backend: str, target: str = "stable", devices: str = "cpu") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "opgen.toml").write_text(f'[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\nbackend = "{backend}"\ncpp_target = "{target}"\n')
+    for name, schema in SCHEMAS.items():
+        opgen("new", f"mylib::{name}", "--schema", schema, "--devices", devices, cwd=root)
+    for name in SCHEMAS:
+        assert '# placeholder: the starter kernels copy' in (root / "ops" / f"{name}.toml").read_text()
+    return root
+
+
+def _passes(root: Path, *build: str) -> None:
+    if build:
+        opgen("build", *build, cwd=root)
+    run = subprocess.run([sys.executable, "-m", "opgen", "test", *(["--no-build"] if build else [])], cwd=root, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout
+    assert "script_method" not in run.stdout, "torch's own deprecation warning reached the user"
+
+
+@pytest.mark.slow
+def test_fresh_python_ops_pass_their_tests(tmp_path: Path) -> None:
+    _passes(_project(tmp_path, "python"))
+
+
+@pytest.mark.slow
+def test_fresh_stable_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
+    """Stable ABI, CPU and CUDA kernels (the CUDA starters compile-checked with nvcc where it is installed)."""
+    root = _project(tmp_path, "cpp", "stable", "cpu,cuda")
+    _passes(root, "--check-cuda")
+
+
+@pytest.mark.slow
+def test_fresh_classic_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
+    """Classic ATen (6-12 s a file to compile on two cores)."""
+    _passes(_project(tmp_path, "cpp", "classic"), "-j", "2")
