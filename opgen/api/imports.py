@@ -52,7 +52,7 @@ def module_imports(op: OpSpec) -> list[str]:
 
 def test_imports(op: OpSpec) -> list[str]:
     """The standard-library and third-party imports of the op's generated tests."""
-    used = _globals([op.test.reference] if op.test.reference and op.test.samples else [])
+    used = _globals([op.test.reference] if op.test.reference and op.test.has_samples else [])
     used -= {a.name for a in op.args}
     third_party = ["import pytest", "import torch"] + (
         ["import torch.nn.functional as F"] if "F" in used else []

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..spec.dialect.types import SchemaType, TypeKind
-from ..spec.model import Arg, OpSpec, Ret, TensorSample, join_params
+from ..spec.model import NONE_SAMPLE, Arg, OpSpec, Ret, TensorSample, join_params
 
 __all__ = [
     "annotation",
@@ -153,6 +155,10 @@ def docstring(text: str) -> str:
     return f'"""{body}"""'
 
 
+def _nested_list(value: Any) -> Any:
+    return [_nested_list(v) for v in value] if isinstance(value, tuple) else value
+
+
 def sample_literal(value: object, kind: SchemaType | None = None) -> str:
     element = kind.element if kind is not None else ""
     if element == "ScalarType" and isinstance(value, str):
@@ -163,12 +169,21 @@ def sample_literal(value: object, kind: SchemaType | None = None) -> str:
             item = getattr(value, key)
             if item is not None:
                 fields.append(f"{key}={item!r}")
-        if value.noncontiguous:
-            fields.append("noncontiguous=True")
+        if value.values is not None:
+            fields.append(f"values={_nested_list(value.values)!r}")
+        for flag in ("noncontiguous", "offsets", "sorted"):
+            if getattr(value, flag):
+                fields.append(f"{flag}=True")
         if not value.requires_grad:
             fields.append("requires_grad=False")
         return f"TensorSpec({', '.join(fields)})"
-    if isinstance(value, tuple) and value and all(isinstance(v, TensorSample) for v in value):
+    if value is NONE_SAMPLE:
+        return "None"
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(v, TensorSample) or v is NONE_SAMPLE for v in value)
+    ):
         return "[" + ", ".join(sample_literal(v) for v in value) + "]"
     if isinstance(value, tuple):
         if kind is not None and kind.unwrapped.kind is TypeKind.TUPLE:

@@ -116,10 +116,15 @@ def _sample(op: OpSpec, values: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _optional_names(op: OpSpec) -> tuple[str, ...]:
+    """Arguments of a `?` type: each sample either gives them or passes None (left out is None)."""
+    return tuple(a.name for a in op.args if a.is_optional)
+
+
 def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
     """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
     names = {"check_private_bindings", "device_params"}
-    if op.test.samples:
+    if op.test.has_samples:
         names |= {"check_compile", "check_opcheck"}
         if any(
             hasattr(value, "shape")
@@ -128,7 +133,7 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
             for _, value in s.values
         ):
             names.add("TensorSpec")
-        if op.test.reference:
+        if op.test.has_reference:
             names.add("check_reference")
         if differentiable:
             names.add("check_gradients")
@@ -138,6 +143,8 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
             names.add("check_aliases")
         if op.mutated:
             names.add("check_versions")
+        if _optional_names(op):
+            names.add("check_optional_coverage")
     return sorted(names, key=lambda n: (n != "TensorSpec", n))
 
 
@@ -145,8 +152,12 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
     """The test variables of `op_context` (docs/templates.md)."""
     return {
         "testing_names": testing_names(op, differentiable),
-        "uses_wrapper": bool(op.test.samples) and bool(op.test.reference or differentiable),
+        "uses_wrapper": op.test.has_samples and (op.test.has_reference or bool(differentiable)),
+        "has_samples": op.test.has_samples,
         "samples": [_sample(op, dict(sample.values)) for sample in op.test.samples],
+        "samples_from": op.test.samples_from,
+        "reference_from": op.test.reference_from,
+        "has_reference": op.test.has_reference,
         "no_samples": repr(_no_samples(op, path)),
         "reference": op.test.reference,
         "test_dtypes": list(op.test.dtypes),
@@ -156,4 +167,5 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "aot_error": repr(_aot_error(op)),
         "aliases": repr(tuple(_aliases(op))),
         "grad_inputs": repr(_grad_inputs(op, differentiable)),
+        "optional_names": repr(_optional_names(op)),
     }

@@ -21,6 +21,7 @@ __all__ = [
     "GradFormula",
     "FakeRule",
     "TensorSample",
+    "NONE_SAMPLE",
     "Sample",
     "TestSpec",
     "BenchSpec",
@@ -132,6 +133,19 @@ class TensorSample:
     low: float | None = None
     high: float | None = None
     requires_grad: bool = True
+    values: Any = None  # nested tuples of numbers: the tensor's exact contents
+    offsets: bool = False  # 0, then cumulative sums of lengths drawn in [low, high)
+    sorted: bool = False  # sorted along the last dimension
+
+
+class _NoneSample:
+    """An optional argument given as None in a sample (`x = {none = true}`)."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+NONE_SAMPLE = _NoneSample()
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,21 @@ class TestSpec:
     dtypes: tuple[str, ...] = ("float32",)
     atol: float | None = None
     rtol: float | None = None
+    samples_from: str | None = None  # a generator in <package>/testing_helpers.py
+    reference_from: str | None = None  # a reference function there
+
+    @property
+    def helpers(self) -> tuple[str, ...]:
+        """The names the spec's tests take from `<package>/testing_helpers.py`."""
+        return tuple(n for n in (self.samples_from, self.reference_from) if n)
+
+    @property
+    def has_samples(self) -> bool:
+        return bool(self.samples or self.samples_from)
+
+    @property
+    def has_reference(self) -> bool:
+        return bool(self.reference or self.reference_from)
 
 
 @dataclass(frozen=True)
@@ -178,6 +207,7 @@ class BenchSpec:
     flops: str | None = None
     backward: bool = False
     dtype: str = "float32"
+    inputs_from: str | None = None  # a sample generator in <package>/testing_helpers.py
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from .cpp import (
     generated_cpp_patterns,
     library_file,
 )
+from .helpers import helpers_artifact
 from .python import (
     module_path,
     op_module_artifact,
@@ -43,6 +44,7 @@ def _package_files(package: str) -> list[tuple[str, str]]:
         (f"{package}/__init__.py", "package/__init__.py.j2"),
         (f"{package}/_generated/__init__.py", "package/empty_init.py.j2"),
         (f"{package}/_testing.py", "package/_testing.py.j2"),
+        (f"{package}/_testing_samples.py", "package/_testing_samples.py.j2"),
         (f"{package}/_runtime.py", "package/_runtime.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
         (f"{package}/kernels/__init__.py", "package/empty_init.py.j2"),
@@ -52,7 +54,7 @@ def _package_files(package: str) -> list[tuple[str, str]]:
 def package_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
-    """The package's `__init__.py`, `_testing.py`, `_runtime.py` and the tests' `conftest.py`."""
+    """The package's `__init__.py`, `_testing*.py`, `_runtime.py` and the tests' `conftest.py`."""
     items = _package_files(config.package)
     if not any(op.backend == "python" for op in ops):
         items.pop()
@@ -97,6 +99,9 @@ def collect_artifacts(
 
     package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
+    helpers = helpers_artifact(config, ops, package_base)
+    if helpers is not None:
+        artifacts.append(helpers)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
