@@ -13,6 +13,7 @@ project pass with correct kernels and fail with deliberately wrong ones.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -306,6 +307,7 @@ def project(tmp_path_factory) -> Path:
         assert f"def {function}(" in stubs, stubs
     head = stubs[: stubs.index("\n\ndef ")]
     helpers.write_text(head + "\n" + HELPERS)
+    _implement(root, wrong=False)
     return root
 
 
@@ -334,6 +336,13 @@ def test_wrong_kernels_fail_the_checks_that_see_them(project: Path) -> None:
     assert wanted <= failed, out
     assert "sample 1" in out  # the rotated key is only in the samples that give it
     _implement(project, wrong=False)
+
+
+def test_bench_times_the_inputs_of_the_helper_generator(project: Path) -> None:
+    opgen("bench", "--quick", "--no-progress", "--json", "bench.json", "nms", cwd=project)
+    (result,) = json.loads((project / "bench.json").read_text())["results"]
+    # overlapping_boxes(device, dtype, n=64): 64 boxes of 4 coordinates
+    assert (result["op"], result["size"], result["numel"]) == ("nms", "64", 64 * 4), result
 
 
 def test_a_new_helper_name_is_merged_into_the_users_module(project: Path) -> None:

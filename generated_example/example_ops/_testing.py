@@ -154,9 +154,13 @@ def check_opcheck(op, samples, device, dtype, grad_inputs=(), aot_error=None) ->
     tests = _OPCHECK_TESTS if aot_error is None else _OPCHECK_TESTS[:-1]
     variants = [()] + ([tuple(grad_inputs)] if grad_inputs else [])
     for requires_grad in variants:
-        for kwargs in materialize(samples, device, dtype, requires_grad):
+        for index, kwargs in enumerate(materialize(samples, device, dtype, requires_grad)):
             args, rest = _bind(op, kwargs)
-            torch.library.opcheck(op, args, rest, test_utils=tests)
+            try:
+                torch.library.opcheck(op, args, rest, test_utils=tests)
+            except OpCheckError as error:
+                grad = f" with {', '.join(requires_grad)} requiring grad" if requires_grad else ""
+                raise OpCheckError(_message(op, index)(f"{error}{grad}")) from error
             if aot_error is not None:
                 args, rest = _bind(op, clone(kwargs))
                 with pytest.raises(OpCheckError, match=aot_error):
