@@ -8,6 +8,7 @@ import importlib.util
 import re
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -59,13 +60,14 @@ def _load(path: Path) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> tuple[ModuleType, list[dict]]:
+def generated(tmp_path_factory) -> Iterator[tuple[ModuleType, list[dict]]]:
     root = tmp_path_factory.mktemp("lang")
     (root / "ops").mkdir()
     (root / "opgen.toml").write_text('[project]\nnamespace = "lang"\npackage = "lang"\n')
     (root / "ops" / "take.toml").write_text(textwrap.dedent(SPEC).lstrip())
     result = run_cli("generate", cwd=root)
     assert result.exit_code == 0, result.output
+    sys.path.insert(0, str(root))  # the generated package: pure Python, importable unbuilt
     module = _load(root / "lang" / "_testing_samples.py")
     test = (root / "tests" / "test_take.py").read_text()
     block = re.search(r"^SAMPLES = \[\n.*?^\]\n", test, re.M | re.S)
@@ -73,7 +75,10 @@ def generated(tmp_path_factory) -> tuple[ModuleType, list[dict]]:
     scope = {"TensorSpec": module.TensorSpec, "torch": torch}
     exec(block.group(0), scope)
     assert "check_optional_coverage" in test
-    return module, scope["SAMPLES"]
+    yield module, scope["SAMPLES"]
+    sys.path.remove(str(root))
+    for name in [n for n in sys.modules if n == "lang" or n.startswith("lang.")]:
+        del sys.modules[name]
 
 
 def test_every_value_kind_is_materialized_as_written(generated) -> None:
@@ -108,6 +113,18 @@ def test_coverage_names_which_samples_gave_each_optional(generated) -> None:
     lines = module.optional_coverage(samples, ("bias", "pair", "note"))
     assert lines["bias"] == "bias: given in samples [2], None in samples [1]"
     assert lines["pair"] == "pair: given in samples [1], None in samples [2]"
+
+
+def test_an_optional_path_no_sample_runs_is_a_warning(generated) -> None:
+    module, samples = generated
+    testing = importlib.import_module("lang._testing")
+    testing.check_optional_coverage(samples, ("bias", "pair"), spec="ops/take.toml")  # both paths
+    with pytest.warns(
+        testing.OptionalPathWarning,
+        match=r"(?s)ops/take.toml.*bias: given in "
+        r"samples none, None in samples \[1\]\n.*name = \{none = true\}",
+    ):
+        testing.check_optional_coverage(samples[:1], ("bias", "pair"), spec="ops/take.toml")
 
 
 def test_flatten_opens_lists_and_tuples_and_keeps_none(generated) -> None:
