@@ -93,7 +93,15 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
     problems: list[Diagnostic] = []
     pkg = config.package
     seen: set[str] = set()
-    folders = ("tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc")
+    folders = (
+        "tests",
+        STATE_DIR,
+        pkg,
+        f"{pkg}/_generated",
+        f"{pkg}/kernels",
+        f"{pkg}/sharding_rules",
+        "csrc",
+    )
     for rel in folders:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):

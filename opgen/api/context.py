@@ -203,6 +203,7 @@ def project_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
         "cpp_target": config.cpp_target,
         "torch_target_version": config.torch_target_version,
         "has_cpp": any(op.backend == "cpp" for op in ops),
+        "has_sharding": any(op.sharding is not None for op in ops),
         "schema_digest": _schema_digest(ops),
     }
 

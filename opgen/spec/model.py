@@ -25,18 +25,26 @@ __all__ = [
     "Sample",
     "TestSpec",
     "BenchSpec",
+    "ShardingSpec",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
+    "SHARDING_RULES",
+    "ROW_OUTPUTS",
 ]
 
 BACKENDS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
 CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
+SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+ROW_OUTPUTS = (
+    "rows",
+    "sum",
+)  # how a row-wise op's output is placed: like the rows, or a partial sum
 
 
 @dataclass(frozen=True)
@@ -211,6 +219,18 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ShardingSpec:
+    """`[sharding]`: the op's DTensor sharding rule (see opgen/spec/sharding.py).
+
+    `outputs` (row-wise rules only) says, per returned tensor, whether it is
+    sharded like the rows (`rows`) or a partial sum over them (`sum`).
+    """
+
+    rule: str
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     path: Path
     namespace: str
@@ -232,6 +252,7 @@ class OpSpec:
     bench: BenchSpec = BenchSpec()
     # torch.Tag names the op is defined with (Note [Tags of aliasing ops] in spec/registration.py)
     tags: tuple[str, ...] = ()
+    sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

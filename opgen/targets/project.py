@@ -29,6 +29,7 @@ from .python import (
     test_artifact,
     test_path,
 )
+from .sharding import sharding_artifacts, sharding_generated_paths, sharding_rule_artifact
 
 __all__ = [
     "collect_artifacts",
@@ -102,6 +103,7 @@ def collect_artifacts(
     helpers = helpers_artifact(config, ops, package_base)
     if helpers is not None:
         artifacts.append(helpers)
+    artifacts += sharding_artifacts(config, ops, package_base)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
@@ -124,6 +126,8 @@ def collect_artifacts(
         else:
             artifacts += cpp_op_artifacts(config, op, base, fresh)
         artifacts.append(test_artifact(config, op, base))
+        if op.sharding is not None and op.sharding.rule == "custom":
+            artifacts.append(sharding_rule_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)
 
 
@@ -142,6 +146,8 @@ def generated_patterns(config: ProjectConfig) -> list[str]:
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
+    modules, test, custom = sharding_generated_paths(package)
+    patterns += [*modules, test, custom]
     return sorted(set(patterns))
 
 
