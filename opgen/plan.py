@@ -163,8 +163,8 @@ def _plan_orphan(files: ProjectFiles, path: str, entry: Entry, authority: Author
             return Change(path, Action.UNCHANGED, current, current, entry)
         if entry.source in authority.specs:
             note = (
-                f"{entry.source} no longer makes this file (its backend or devices changed); the file is "
-                "yours, so it stays, and merges again if the spec makes it again"
+                f"{entry.source} no longer makes this file (a backend, devices or testing helpers "
+                "changed); the file is yours, so it stays, and merges again if the spec makes it again"
             )
         else:
             note = f"its spec {entry.source} is gone; the file is yours, so it stays (it merges again if the spec comes back)"

@@ -132,3 +132,30 @@ def test_flatten_opens_lists_and_tuples_and_keeps_none(generated) -> None:
     t = torch.ones(1)
     assert module.flatten((t, [t, None], 3, "s")) == [t, t, None, 3, "s"]
     assert module.tensors_of((t, [None, t], 2)) == [t, t]
+
+
+def test_the_helpers_module_is_the_users_it_stays_when_no_spec_names_it(tmp_path: Path) -> None:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "opgen.toml").write_text('[project]\nnamespace = "hh"\npackage = "hh"\n')
+    spec = tmp_path / "ops" / "foo.toml"
+    spec.write_text(
+        'name = "hh::foo"\nschema = "(Tensor x) -> Tensor"\nbackend = "python"\n'
+        '[fake]\nlike = "x"\n[test]\nreference_from = "foo_reference"\n'
+    )
+    assert run_cli("generate", cwd=tmp_path).exit_code == 0
+    helpers = tmp_path / "hh" / "testing_helpers.py"
+    text = helpers.read_text()
+    assert "def foo_reference(x) -> Any:" in text and "# opgen: placeholder" in text
+    mine = text.replace(text[text.index("    raise NotImplementedError") :], "    return x * 2\n")
+    helpers.write_text(mine)
+    spec.write_text(spec.read_text().replace('reference_from = "foo_reference"', 'reference = "x"'))
+    result = run_cli("generate", cwd=tmp_path)
+    assert result.exit_code == 0 and "kept" in result.output, result.output
+    assert helpers.read_text() == mine
+    spec.write_text(spec.read_text() + '\n[bench]\ninputs_from = "foo_inputs"\n')
+    assert run_cli("generate", cwd=tmp_path).exit_code == 0
+    merged = helpers.read_text()
+    assert (
+        "    return x * 2\n" in merged
+        and "def foo_inputs(device: str, dtype: torch.dtype" in merged
+    )
