@@ -145,6 +145,7 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         "rule": op.sharding.rule,
         "outputs": repr(tuple(op.sharding.outputs)),
         "samples": samples,
+        "samples_from": op.test.samples_from,  # a generator of testing_helpers.py, after the tables
         "dtypes": list(op.test.dtypes),
         "differentiable": repr(tuple(differentiable)),
         "mutated": repr(tuple(a.name for a in op.mutated)),

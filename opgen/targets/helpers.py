@@ -61,5 +61,5 @@ def helpers_artifact(
         "package/testing_helpers.py.j2",
         Owner.USER,
         CONFIG_FILE,
-        lambda: {**base(), "helpers_file": path, "functions": functions},
+        lambda: {**base(), "functions": functions},
     )
