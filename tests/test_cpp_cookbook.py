@@ -33,7 +33,7 @@ def cookbook() -> str:
 def recipes() -> dict[str, str]:
     """Each `###` section of the cookbook by its title."""
     parts = re.split(r"^### (.+)$", cookbook(), flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def translation_unit(language: str, target: str) -> str:
