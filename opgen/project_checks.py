@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .api.cpp import arg_type
 from .errors import Diagnostic
+from .spec.dialect.types import TypeKind
 from .spec.model import OpSpec
 from .spec.sharding import called_ops
 
@@ -73,14 +74,16 @@ def _op_cpp_problems(op: OpSpec) -> list[Diagnostic]:
         try:
             arg_type(arg.type, op.cpp_target)
         except ValueError:
-            why = (
-                " (the stable ABI has no Scalar; use float or int)" if "Scalar" in arg.type else ""
-            )
+            why = ""
+            if arg.type.element == "Scalar":
+                why = " (the stable ABI has no Scalar; use float or int)"
+            elif arg.type.unwrapped.kind is TypeKind.TUPLE:
+                why = " (the stable ABI cannot pass a tuple to a kernel; use int[] or separate arguments)"
             problems.append(
                 Diagnostic(
                     op.path,
                     op.lines.get("schema"),
-                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type}{why}",
+                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type.spelling}{why}",
                     (
                         _STABLE_HINT
                         if op.cpp_target == "stable"

@@ -76,7 +76,7 @@ TODO: describe {qualname}.
 \"\"\"
 devices = {devices}
 backend = "{backend}"
-{mutates}
+
 # [grad]
 # x = "grad * ..."        # one formula per differentiable input
 
@@ -91,6 +91,7 @@ backend = "{backend}"
 _SAMPLE_VALUES = {
     "Tensor": "{shape = [4, 3]}",
     "Tensor[]": "[{shape = [4, 3]}, {shape = [2]}]",
+    "Tensor?[]": "[{shape = [4, 3]}, {shape = [2]}]",
     "int": "1",
     "SymInt": "1",
     "float": "0.5",
@@ -132,7 +133,7 @@ def _samples(args: list[tuple[str, str, bool]], copies: bool) -> str:
                 ]
             )
     body = "\n\n".join("[[test.samples]]\n" + "\n".join(t) for t in tables if t)
-    return body or "[[test.samples]]\n# name = value  # one entry per argument"
+    return body or "# [[test.samples]]\n# name = value  # one entry per argument"
 
 
 def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
@@ -141,25 +142,24 @@ def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
 
 
 def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
-    from torchgen.model import FunctionSchema
-
-    from .spec.types import normalize_type
+    from .spec.dialect.parser import SchemaError, parse
 
     try:
-        parsed = FunctionSchema.parse("opgen_op" + schema)
-    except BaseException as exc:
+        parsed = parse(schema)
+    except SchemaError as exc:
+        near = schema[exc.offset :][:30] or "the end"
         raise OpgenError(
             Diagnostic(
                 None,
                 None,
-                f"--schema is not a valid schema: {exc}".replace("opgen_op", ""),
-                'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
+                f"--schema is not a valid schema: {exc.message} (at {near!r})",
+                exc.hint or 'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
             )
         ) from None
-    args = parsed.arguments.flat_all
-    mutated = [a.name for a in args if a.annotation is not None and a.annotation.is_write]
-    params = [Param(a.name, normalize_type(str(a.type)), a.name in mutated) for a in args]
-    returns = [str(r.type) for r in parsed.returns]
+    args = parsed.args
+    params = [Param(a.name, a.type.family, a.type.is_write) for a in args]
+    # a return aliasing an argument keeps its annotation: no copy-through writes one
+    returns = [r.type.spelling if r.type.annotation else r.type.family for r in parsed.returns]
     plan = copy_plan(params, returns)
     # every argument without a default (an optional one too: the schema asks for a value)
     given = [
@@ -182,10 +182,12 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         fake = _new_empty_fake(params, returns)
     return _CUSTOM_SPEC.format(
         qualname=qualname,
-        schema=schema.replace('"', '\\"'),
+        schema=schema.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t"),
         devices=_toml_list(devices),
         backend=backend,
-        mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
         fake=fake,
         reference=reference,
         samples=_samples(given, plan is not None),
@@ -194,8 +196,8 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
 
 def _new_empty_fake(params: list[Param], returns: list[str]) -> str:
     """A fake rule for a schema opgen has no starter for: an empty output shaped like a tensor input."""
-    if not returns:
-        return ""
+    if not returns or any(r not in ("Tensor", "Tensor[]") for r in returns):
+        return ""  # the generated fake raises, naming [fake] (non-tensor or aliasing returns)
     tensors = [p.name for p in params if p.type == "Tensor"]
     source = next((p.name for p in params if p.type == "Tensor" and not p.mutated), None)
     source = source or (tensors[0] if tensors else None)

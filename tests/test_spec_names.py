@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from opgen.spec.dialect.parser import SchemaError, parse
+from opgen.spec.dialect.rules import schema_problems
 from opgen.spec.expr import ExprProblem, check_expression
 from opgen.spec.names import identifier_problem, package_problem
-from opgen.spec.types import default_problem
 
 
 @pytest.mark.parametrize(
@@ -77,4 +78,8 @@ def test_check_expression(text: str, words) -> None:
     ],
 )
 def test_default_problem(type_text: str, default: str, ok: bool) -> None:
-    assert (default_problem(type_text, default) is None) == ok
+    try:
+        problems = schema_problems(parse(f"({type_text} a={default}) -> ()"))
+    except SchemaError:
+        problems = ["refused while parsing"]
+    assert (not problems) == ok

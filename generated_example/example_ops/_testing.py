@@ -19,6 +19,8 @@ __all__ = [
     "tolerances",
     "check_reference",
     "check_opcheck",
+    "check_aliases",
+    "check_versions",
     "check_private_bindings",
     "check_gradients",
     "check_double_backward_refused",
@@ -144,16 +146,36 @@ def tolerances(
     }
 
 
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+    )
+
+
+def _assert_same(got: Any, expected: Any, msg: Callable[[str], str], **limits: float) -> None:
+    """assert_close, except for strings (and lists of them), which must be equal."""
+    if _is_text(got) or _is_text(expected):
+        assert got == expected, msg(f"got {got!r}, expected {expected!r}")
+        return
+    if isinstance(got, tuple) and isinstance(expected, tuple) and len(got) == len(expected):
+        for item, wanted in zip(got, expected):
+            _assert_same(item, wanted, msg, **limits)
+        return
+    torch.testing.assert_close(got, expected, equal_nan=True, msg=msg, **limits)
+
+
 def check_reference(
     op, reference, samples, device, dtype, mutated=(), atol=None, rtol=None
 ) -> None:
-    """`op` (the registered op or the typed wrapper) matches the spec's reference expression."""
+    """`op` (the registered op or the typed wrapper) matches the spec's reference expression.
+
+    An op that returns values is compared on them; one that returns nothing, on
+    the arguments it writes.
+    """
     for index, kwargs in enumerate(materialize(samples, device, dtype)):
         expected = reference(**_clone(kwargs))
         got = _outputs(op(**kwargs), kwargs, mutated)
-        torch.testing.assert_close(
-            got, expected, equal_nan=True, msg=_message(op, index), **tolerances(dtype, atol, rtol)
-        )
+        _assert_same(got, expected, _message(op, index), **tolerances(dtype, atol, rtol))
 
 
 def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -177,12 +199,71 @@ def check_private_bindings() -> None:
     )
 
 
-def check_opcheck(op, samples, device, dtype, differentiable=()) -> None:
-    variants = [()] + ([tuple(differentiable)] if differentiable else [])
+_OPCHECK_TESTS = (
+    "test_schema",
+    "test_autograd_registration",
+    "test_faketensor",
+    "test_aot_dispatch_dynamic",
+)
+
+
+def check_opcheck(op, samples, device, dtype, grad_inputs=(), aot_error=None) -> None:
+    """torch.library.opcheck on every sample, also with `grad_inputs` requiring grad.
+
+    With `aot_error`, torch is documented to fail the aot test for this schema
+    (Note [What the generated tests expect]): the other tests must pass and the
+    aot test must fail with that message.
+    """
+    from torch.testing._internal.optests import OpCheckError
+
+    tests = _OPCHECK_TESTS if aot_error is None else _OPCHECK_TESTS[:-1]
+    variants = [()] + ([tuple(grad_inputs)] if grad_inputs else [])
     for requires_grad in variants:
         for kwargs in materialize(samples, device, dtype, requires_grad):
             args, rest = _bind(op, kwargs)
-            torch.library.opcheck(op, args, rest)
+            torch.library.opcheck(op, args, rest, test_utils=tests)
+            if aot_error is not None:
+                args, rest = _bind(op, _clone(kwargs))
+                with pytest.raises(OpCheckError, match=aot_error):
+                    torch.library.opcheck(op, args, rest, test_utils="test_aot_dispatch_dynamic")
+
+
+def _flat_outputs(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [item for v in value for item in _flat_outputs(v)]
+    return [value]
+
+
+def check_aliases(op, samples, device, dtype, aliases) -> None:
+    """Each annotated return is its argument (written, `Tensor(a!)`) or a view of it
+    (`Tensor(a)`)."""
+    for index, kwargs in enumerate(materialize(samples, device, dtype)):
+        result = op(**kwargs)
+        results = result if isinstance(result, tuple) else (result,)
+        for position, name, written in aliases:
+            got, argument = results[position], kwargs.get(name)
+            if argument is None:
+                continue
+            if written:
+                assert got is argument, _message(op, index)(
+                    f"return {position} is not the argument {name}"
+                )
+            else:
+                same = got.untyped_storage().data_ptr() == argument.untyped_storage().data_ptr()
+                assert same, _message(op, index)(f"return {position} is not a view of {name}")
+
+
+def check_versions(op, samples, device, dtype, mutated) -> None:
+    """The op bumps the version counter of every tensor it writes, as torch's in-place ops do."""
+    for index, kwargs in enumerate(materialize(samples, device, dtype)):
+        written = {name: _flat_tensors(kwargs.get(name)) for name in mutated}
+        before = {name: [t._version for t in tensors] for name, tensors in written.items()}
+        op(**kwargs)
+        for name, tensors in written.items():
+            for tensor, version in zip(tensors, before[name]):
+                assert tensor._version > version, _message(op, index)(
+                    f"{name}._version did not change: autograd cannot tell that the op overwrote it"
+                )
 
 
 def _flat_tensors(value: Any) -> list[torch.Tensor]:
@@ -197,9 +278,9 @@ def _no_sample_message(samples, names: Iterable[str], spec: str, what: str) -> s
     names = tuple(names)
     reasons = []
     for index, sample in enumerate(samples):
-        values = [sample[name] for name in names if name in sample]
+        values = [sample[name] for name in names if sample.get(name) is not None]
         if not values:
-            reasons.append(f"sample {index + 1} omits {' and '.join(names)}")
+            reasons.append(f"sample {index + 1} leaves out {' and '.join(names)}")
         elif all(isinstance(v, list) and not v for v in values):
             reasons.append(f"sample {index + 1} gives an empty list")
         else:
@@ -282,13 +363,35 @@ def check_double_backward_refused(op, samples, device, differentiable, spec="the
 def _grads_of(
     out: Any, kwargs: dict[str, Any], names: tuple[str, ...]
 ) -> list[torch.Tensor | None]:
-    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+    outs = [o for o in _flat_outputs(out) if isinstance(o, torch.Tensor) and o.requires_grad]
     leaves = _leaves(kwargs, names)
     if not outs or not leaves:
         return []
     torch.manual_seed(1234)
     cotangents = [torch.randn_like(o) for o in outs]
     return list(torch.autograd.grad(outs, leaves, cotangents, allow_unused=True))
+
+
+# Note [What the generated tests expect]
+# torch 2.13 cannot compile or fully check some schemas; the tests assert what
+# it is documented to do instead of skipping them. `expect` of check_compile:
+# - "alias_error": a return aliases an argument and the op has no
+#   torch.Tag.inplace/out: functionalization raises "Found a custom (non-ATen)
+#   operator whose output has alias annotations";
+# - "unsupported": the op returns one int, bool, str, str[], ScalarType or a
+#   SymInt that is not data-dependent: dynamo refuses a torch op returning a
+#   non-tensor (torch._dynamo.exc.Unsupported);
+# - "run": compile and compare with eager. A lone float return compiles but the
+#   graph holds the fake kernel's value, so a fake returning a placeholder fails
+#   here. opcheck's aot test fails for `-> str` and `-> str[]` (it cannot
+#   compare strings) and for the "alias_error" ops: check_opcheck's aot_error.
+_COMPILE_ERRORS = {
+    "alias_error": (
+        RuntimeError,
+        "Found a custom \\(non-ATen\\) operator whose output has alias annotations",
+    ),
+    "unsupported": (None, "returned non-Tensor"),
+}
 
 
 def check_compile(
@@ -302,8 +405,9 @@ def check_compile(
     atol=None,
     rtol=None,
     spec="the spec",
+    expect="run",
 ) -> None:
-    """torch.compile(fullgraph=True) gives eager's outputs and gradients.
+    """torch.compile(fullgraph=True) gives eager's outputs and gradients (or the documented error).
 
     Inductor fuses the torch ops of gradient formulas, so results may differ from
     eager in the last bits: the spec's atol/rtol apply here as to the reference
@@ -318,13 +422,26 @@ def check_compile(
         return _outputs(op(**kwargs), kwargs, mutated)
 
     compiled = torch.compile(call, backend=backend, fullgraph=True)
+    if expect != "run":
+        error, match = _COMPILE_ERRORS[expect]
+        kwargs = next(materialize(samples, device, dtype))
+        with pytest.raises(error or torch._dynamo.exc.Unsupported, match=match):
+            compiled(**kwargs)
+        return
     limits = tolerances(dtype, atol, rtol)
     compared = 0
     for index, kwargs in enumerate(materialize(samples, device, dtype, differentiable)):
         eager_kwargs, compiled_kwargs = _clone(kwargs), _clone(kwargs)
         expected = call(**eager_kwargs)
         got = compiled(**compiled_kwargs)
-        torch.testing.assert_close(got, expected, equal_nan=True, msg=_message(op, index), **limits)
+        if isinstance(expected, float) and got != expected:
+            raise AssertionError(
+                _message(op, index)(
+                    f"compiled {got!r}, eager {expected!r}: torch.compile puts the value the fake "
+                    f"kernel returns into the graph; make [fake] in {spec} compute the exact float"
+                )
+            )
+        _assert_same(got, expected, _message(op, index), **limits)
         got_grads = _grads_of(got, compiled_kwargs, tuple(differentiable))
         expected_grads = _grads_of(expected, eager_kwargs, tuple(differentiable))
         if got_grads or expected_grads:

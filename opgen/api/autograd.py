@@ -6,6 +6,12 @@ that attribute on ctx instead of the tensor, so the tensor's memory can be
 freed after forward. Inputs no formula reads are not saved at all. The
 rewrite happens on the formula's AST, so the generated backward reads like
 hand-written code.
+
+Formulas name arguments, the incoming gradients and the outputs as Note
+[Formula names] (spec/formulas.py) says. Inside the generated functions each
+of them gets a local name that shadows nothing the generated lines use
+(`ctx`, `inputs`, `len`, `torch`...): an argument keeps its name unless it
+would, then it takes `_` suffixes (Note [Generated names] in api/names.py).
 """
 
 from __future__ import annotations
@@ -13,58 +19,81 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..spec.expr import SAFE_BUILTINS, names_used
+from ..spec.expr import names_used
+from ..spec.formulas import EXPR_GLOBALS, formula_names
 from ..spec.model import OpSpec
 from .literals import literal
+from .names import Namer
 from .pyexpr import unparse
 
 __all__ = ["AutogradPlan", "plan_autograd", "METADATA_ATTRS"]
 
 METADATA_ATTRS = ("shape", "dtype", "device", "ndim")
 
+# names the generated setup_context and backward lines use themselves
+_GENERATED = ("ctx", "inputs", "output", "keyword_only_inputs", "_saved", "_needs")
+_GENERATED_BUILTINS = ("any", "len", "list")
+# attributes torch's autograd ctx has already: an argument's saved value must not land on one
+_CTX_ATTRIBUTES = frozenset(
+    "saved_tensors saved_variables needs_input_grad next_functions metadata name materialize_grads "
+    "to_save dirty_tensors non_differentiable _raw_saved_tensors _forward_cls _compiled_autograd_key "
+    "_sequence_nr _input_metadata _register_hook_dict register_hook register_prehook".split()
+)
+
 
 @dataclass(frozen=True)
 class AutogradPlan:
     setup_params: str
     setup_lines: tuple[str, ...]
+    backward_params: str
     backward_lines: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Names:
+    """Formula name -> local name in the generated functions, and the ctx attributes used."""
+
+    local: dict[str, str]
+    meta: dict[tuple[str, str], str]  # (argument, attribute) -> local holding it
+    ctx: dict[str, str]  # key -> ctx attribute name
+    grads: str
+    accumulators: dict[str, str]  # argument -> local holding its gradient
+
+
 class _Rewrite(ast.NodeTransformer):
-    def __init__(self, op: OpSpec, metadata_only: set[str]):
+    def __init__(self, op: OpSpec, names: _Names, metadata_only: set[str], ops: set[str]):
         self.op = op
-        self.inputs = {a.name for a in op.args}
+        self.names = names
         self.metadata_only = metadata_only
+        self.ops = ops
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id in self.metadata_only:
-            return ast.copy_location(ast.Name(f"_{node.value.id}_{node.attr}", ast.Load()), node)
+            local = self.names.meta[(node.value.id, node.attr)]
+            return ast.copy_location(ast.Name(local, ast.Load()), node)
         return self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        if (
-            node.id in self.inputs
-            or node.id in ("grad", "grads", "torch", "math", "F")
-            or node.id.startswith("result")
-        ):
-            return node
-        if node.id in SAFE_BUILTINS:
-            return node
-        # another op of the same library
-        return ast.copy_location(
-            ast.parse(f"torch.ops.{self.op.namespace}.{node.id}", mode="eval").body, node
-        )
+        if node.id in self.names.local:
+            return ast.copy_location(ast.Name(self.names.local[node.id], ast.Load()), node)
+        if node.id in self.ops:
+            # another op of the same library
+            call = ast.parse(f"torch.ops.{self.op.namespace}.{node.id}", mode="eval").body
+            return ast.copy_location(call, node)
+        return node
 
 
-def _uses(op: OpSpec) -> tuple[set[str], dict[str, set[str]], set[str]]:
-    """(fully used inputs, metadata attrs per input, result names used)."""
-    tensors = {a.name for a in op.args if a.is_tensor and a.type == "Tensor"}
+def _trees(op: OpSpec) -> list[ast.Expression]:
+    return [ast.parse(f.expression, mode="eval") for f in op.grads]
+
+
+def _uses(op: OpSpec, trees: list[ast.Expression]) -> tuple[set[str], dict[str, set[str]]]:
+    """(inputs used whole, metadata attributes per input used only for them)."""
+    tensors = {a.name for a in op.args if a.family == "Tensor"}
     inputs = {a.name for a in op.args}
     full: set[str] = set()
     meta: dict[str, set[str]] = {}
-    results: set[str] = set()
-    for formula in op.grads:
-        tree = ast.parse(formula.expression, mode="eval")
+    for tree in trees:
         meta_nodes: set[int] = set()
         for node in ast.walk(tree):
             if (
@@ -76,64 +105,102 @@ def _uses(op: OpSpec) -> tuple[set[str], dict[str, set[str]], set[str]]:
                 meta.setdefault(node.value.id, set()).add(node.attr)
                 meta_nodes.add(id(node.value))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name):
-                if node.id in inputs and id(node) not in meta_nodes:
-                    full.add(node.id)
-                elif node.id == "result" or (
-                    node.id.startswith("result") and node.id[6:].isdigit()
-                ):
-                    results.add(node.id)
+            if isinstance(node, ast.Name) and node.id in inputs and id(node) not in meta_nodes:
+                full.add(node.id)
     for name in full:
         meta.pop(name, None)
-    return full, meta, results
+    return full, meta
+
+
+def _allocate(
+    op: OpSpec, used: set[str], meta: dict[str, set[str]], ops: set[str]
+) -> tuple[_Names, str | None, list[str]]:
+    """Local names for everything; returns (names, incoming-grad local or None, result locals used)."""
+    formula = formula_names(op.args, op.returns)
+    entities = {a.name for a in op.args} | {formula.grads, *formula.results}
+    entities |= {n for n in (formula.grad, formula.result) if n}
+    globals_used = (used - entities) | ({"torch"} if used & ops else set())
+    namer = Namer({*_GENERATED, *_GENERATED_BUILTINS, *globals_used})
+    local = {a.name: namer(a.name) for a in op.args}
+    grads = namer("grads")
+    local[formula.grads] = grads
+    grad = None
+    if formula.grad is not None and formula.grad in used:
+        grad = local[formula.grad] = namer("grad")
+    results = []
+    result_names = list(formula.results)
+    if formula.result is not None:
+        result_names.append(formula.result)
+    for name in result_names:
+        if name in used:
+            local[name] = namer(name)
+            results.append(name)
+    meta_locals = {
+        (arg, attr): namer(f"_{local[arg]}_{attr}") for arg in meta for attr in sorted(meta[arg])
+    }
+    accumulators = {a.name: namer(f"_grad_{local[a.name]}") for a in op.args}
+    attributes = Namer(_CTX_ATTRIBUTES)
+    ctx = {}
+    for arg in op.args:
+        ctx[arg.name] = attributes(f"_{arg.name}")
+        ctx[f"{arg.name}.count"] = attributes(f"_{arg.name}_count")
+        for attr in sorted(meta.get(arg.name, ())):
+            ctx[f"{arg.name}.{attr}"] = attributes(f"_{arg.name}_{attr}")
+    return _Names(local, meta_locals, ctx, grads, accumulators), grad, results
 
 
 def plan_autograd(op: OpSpec) -> AutogradPlan:
-    full, meta, results = _uses(op)
+    trees = _trees(op)
+    full, meta = _uses(op, trees)
+    used = set().union(*(names_used(t) for t in trees)) if trees else set()
+    inputs = {a.name for a in op.args}
+    ops = {n for n in used if n not in inputs} - _known_globals(op)
+    names, grad, results = _allocate(op, used, meta, ops)
+    local, ctx = names.local, names.ctx
     args = op.args
+    formula = formula_names(op.args, op.returns)
     saved: list[str] = []  # expressions passed to save_for_backward, in order
-    unpack: list[str] = []  # backward lines that restore saved tensors
+    unpack: list[str] = []  # backward lines that restore saved values
     offset = "0"
     setup: list[str] = []
-    needed_inputs = sorted(full | set(meta), key=[a.name for a in args].index)
+    needed = sorted(full | set(meta), key=[a.name for a in args].index)
     # Note [Tensor-list gradients]: backward must return a list per Tensor[]
     # input (torch checks the structure), so every list input's length is kept.
     lists = [a.name for a in args if a.is_tensor_list]
-    if results:
-        setup.append("_output = output")  # an input may be named `output`
-    positional = [a.name for a in args if not a.kwarg_only]
-    if (needed_inputs or lists) and positional:
+    positional = [local[a.name] for a in args if not a.kwarg_only]
+    if (needed or lists) and positional:
         targets = f"({positional[0]},)" if len(positional) == 1 else ", ".join(positional)
         setup.append(f"{targets} = inputs")
     for name in lists:
-        setup.append(f"ctx._{name}_count = len({name})")
+        setup.append(f"ctx.{ctx[name + '.count']} = len({local[name]})")
     for arg in args:
-        if arg.kwarg_only and arg.name in needed_inputs:
-            setup.append(f"{arg.name} = keyword_only_inputs[{literal(arg.name)}]")
+        if arg.kwarg_only and arg.name in needed:
+            setup.append(f"{local[arg.name]} = keyword_only_inputs[{literal(arg.name)}]")
     for arg in args:
+        here = local[arg.name]
         if arg.name in full:
             if arg.is_tensor:
-                saved.append(arg.name)
-                unpack.append(f"{arg.name} = _saved[{offset}]")
+                saved.append(here)
+                unpack.append(f"{here} = _saved[{offset}]")
                 offset = _plus(offset, 1)
             elif arg.is_tensor_list:
-                saved.append(f"*{arg.name}")
-                end = _plus(offset, f"ctx._{arg.name}_count")
-                unpack.append(f"{arg.name} = list(_saved[{_span(offset, end)}])")
+                saved.append(f"*{here}")
+                end = _plus(offset, f"ctx.{ctx[arg.name + '.count']}")
+                unpack.append(f"{here} = list(_saved[{_span(offset, end)}])")
                 offset = end
             else:
-                setup.append(f"ctx._{arg.name} = {arg.name}")
-                unpack.append(f"{arg.name} = ctx._{arg.name}")
+                setup.append(f"ctx.{ctx[arg.name]} = {here}")
+                unpack.append(f"{here} = ctx.{ctx[arg.name]}")
         for attr in sorted(meta.get(arg.name, ())):
-            setup.append(f"ctx._{arg.name}_{attr} = {arg.name}.{attr}")
-            unpack.append(f"_{arg.name}_{attr} = ctx._{arg.name}_{attr}")
-    for name in sorted(results):
-        if name == "result" or len(op.returns) == 1:
-            source = "_output"
-        else:
-            source = f"_output[{int(name[6:])}]"
+            attribute = ctx[f"{arg.name}.{attr}"]
+            setup.append(f"ctx.{attribute} = {here}.{attr}")
+            unpack.append(f"{names.meta[(arg.name, attr)]} = ctx.{attribute}")
+    for name in results:
+        source = "output" if name == formula.result or len(op.returns) == 1 else None
+        if source is None:
+            source = f"output[{formula.results.index(name)}]"
         saved.append(source)
-        unpack.append(f"{name} = _saved[{offset}]")
+        unpack.append(f"{local[name]} = _saved[{offset}]")
         offset = _plus(offset, 1)
     if saved:
         setup.append(f"ctx.save_for_backward({', '.join(saved)})")
@@ -142,31 +209,30 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         setup.append("pass")
 
     backward: list[str] = list(unpack)
-    uses_grad = any("grad" in names_used(ast.parse(f.expression, mode="eval")) for f in op.grads)
-    if uses_grad:
-        backward.append("grad = grads[0]")
+    if grad is not None:
+        backward.append(f"{grad} = {names.grads}[0]")
     index = {a.name: i for i, a in enumerate(args)}
     # The dispatcher drops trailing arguments left at their defaults, so
     # needs_input_grad can be shorter than the schema: pad it.
     backward.append(f"_needs = (*ctx.needs_input_grad, *(False,) * {len(args)})")
-    scalars = [a.name for a in args if not a.is_tensor_list]
+    accumulators = names.accumulators
+    scalars = [accumulators[a.name] for a in args if not a.is_tensor_list]
     if scalars:
-        backward.append(" = ".join(f"_grad_{name}" for name in scalars) + " = None")
+        backward.append(" = ".join(scalars) + " = None")
     for name in lists:
-        backward.append(f"_grad_{name} = [None] * ctx._{name}_count")
-    rewrite = _Rewrite(op, set(meta))
-    for formula in op.grads:
-        tree = rewrite.visit(ast.parse(formula.expression, mode="eval"))
-        code = unparse(tree, formula.expression)
+        backward.append(f"{accumulators[name]} = [None] * ctx.{ctx[name + '.count']}")
+    rewrite = _Rewrite(op, names, set(meta), ops)
+    for f, tree in zip(op.grads, trees, strict=True):
+        code = unparse(rewrite.visit(tree), f.expression)
         flags = [
             f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]"
-            for name in formula.inputs
+            for name in f.inputs
         ]
         condition = flags[0] if len(flags) == 1 else f"any(({', '.join(flags)}))"
-        targets = ", ".join(f"_grad_{name}" for name in formula.inputs)
+        targets = ", ".join(accumulators[name] for name in f.inputs)
         backward.append(f"if {condition}:")
         backward.append(f"    {targets} = {code}")
-    returns = ", ".join(f"_grad_{a.name}" for a in args)
+    returns = ", ".join(accumulators[a.name] for a in args)
     if lists:
         # With a Tensor[] input torch checks the structure: return exactly one
         # gradient per argument received (stripped defaults are not received).
@@ -177,7 +243,14 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     params = "ctx, inputs, output" + (
         ", keyword_only_inputs" if any(a.kwarg_only for a in args) else ""
     )
-    return AutogradPlan(params, tuple(setup), tuple(backward))
+    return AutogradPlan(params, tuple(setup), f"ctx, *{names.grads}", tuple(backward))
+
+
+def _known_globals(op: OpSpec) -> set[str]:
+    """Names a formula may use that are not another op of the library (spec/formulas.py)."""
+    formula = formula_names(op.args, op.returns)
+    names = {a.name for a in op.args} | set(EXPR_GLOBALS) | {formula.grads, *formula.results}
+    return names | {n for n in (formula.grad, formula.result) if n}
 
 
 def _span(start: str, end: str) -> str:

@@ -10,26 +10,39 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
+from ..spec.registration import custom_op_refusal
 from . import python as py
 from .autograd import plan_autograd
 from .devices import DISPATCH_KEYS
-from .fastpath import fast_path_inputs, no_grad_message, refuses_backward_in_cpp
-from .imports import module_imports, test_imports, testing_names
+from .fastpath import (
+    bumps_versions,
+    fast_path_inputs,
+    mutation_fast_path,
+    no_grad_message,
+    refuses_at_call,
+    refuses_backward_in_cpp,
+    registers_in_cpp,
+    runs_below_autograd,
+)
+from .imports import module_imports, runtime_imports, test_imports
 from .layout import wrapped
 from .literals import literal
+from .names import Namer
 from .pyexpr import expression
+from .testing import test_context
 
 __all__ = ["op_context", "project_context", "package_context", "ops_list", "spec_path"]
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
+    """One entry per registration: the kernel function each device (or each custom_op kernel) calls."""
     module = op.module
     if op.per_device:
         return [
             {
                 "device": d,
                 "function": f"{module}_{d}",
-                "def_lines": py.def_lines(op, f"{module}_{d}"),
+                "def_lines": py.def_lines(op, f"{module}_{d}", kernel=True),
                 "device_types": literal((d,)),
                 "dispatch_key": DISPATCH_KEYS[d],
             }
@@ -39,12 +52,40 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         {
             "device": d,
             "function": module,
-            "def_lines": py.def_lines(op, module),
+            "def_lines": py.def_lines(op, module, kernel=True),
             "device_types": literal(tuple(op.devices)),
             "dispatch_key": DISPATCH_KEYS[d],
         }
         for d in op.devices
     ][: None if op.registration == "library" else 1]
+
+
+def _kernel_functions(op: OpSpec) -> list[str]:
+    """The functions of the Python kernel file: one per device with `per_device`, else one."""
+    return [f"{op.module}_{d}" for d in op.devices] if op.per_device else [op.module]
+
+
+_INTERNAL = (
+    "handle call compiling grad_enabled any_requires_grad transforms_active excluded exclude "
+    "AUTOGRAD below kernels lib fake setup_context backward missing_fake no_gradient "
+    "register_below_autograd register_version_bump register_grad_refusal "
+    "INPLACE_OR_VIEW below_view bump_versions result"
+).split()
+
+
+def _internal_names(op: OpSpec) -> dict[str, str]:
+    """Module-level names the generated op module uses (Note [Generated names]).
+
+    Each is `_<role>`, with `_` appended while an argument or the op has the name;
+    `torch` stays `torch` unless an argument is called `torch`, and then names an alias.
+    """
+    arguments = {a.name for a in op.args}
+    namer = Namer(arguments | {op.name, op.module})
+    names = {role: namer(f"_{role}") for role in _INTERNAL}
+    names["bridge"] = namer(f"_{op.module}")
+    # the fake calls torch._check: through an alias when an argument is called torch
+    names["torch"] = namer("_torch") if "torch" in arguments else "torch"
+    return names
 
 
 def _no_grad_message(op: OpSpec) -> str | None:
@@ -53,10 +94,11 @@ def _no_grad_message(op: OpSpec) -> str | None:
     return None if message is None or refuses_backward_in_cpp(op) else literal(message)
 
 
-def _check(op: OpSpec, check: str) -> dict[str, Any]:
-    """One `torch._check` of the fake kernel: its parts, and the statement laid out as black does."""
+def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
+    """One `torch._check` of the fake kernel (`torch` is what the module calls torch): its parts,
+    and the statement laid out as black does."""
     code, message = expression(check), literal(f"{op.qualname}: expected {check}")
-    lines = wrapped("torch._check(", [code, f"lambda: {message}"], ")", "    ")
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
     return {"expression": code, "message": message, "lines": lines}
 
 
@@ -69,28 +111,41 @@ def spec_path(op: OpSpec, config: ProjectConfig) -> str:
     )
 
 
+def _tags_literal(op: OpSpec) -> str:
+    """`(torch.Tag.inplace,)`, or "" for an untagged op (Note [Tags of aliasing ops])."""
+    if not op.tags:
+        return ""
+    return "(" + ", ".join(f"torch.Tag.{t}" for t in op.tags) + ",)"
+
+
 def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
     """The `op` variables of an op's templates (see docs/templates.md)."""
     plan = plan_autograd(op) if op.grads else None
-    samples = [
-        [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
-        for sample in op.test.samples
-    ]
     differentiable = tuple(name for f in op.grads for name in f.inputs)
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
-    return {
+    path = spec_path(op, config)
+    fake = py.fake_outputs(op)
+    in_python = not registers_in_cpp(op)
+    names = _internal_names(op)
+    no_grad = _no_grad_message(op)
+    at_call = refuses_at_call(op)
+    context = {
         "qualname": op.qualname,
         "namespace": op.namespace,
         "name": op.name,
         "overload_name": op.overload_name,
         "module": op.module,
-        "spec_path": spec_path(op, config),
+        "spec_path": path,
         "backend": op.backend,
         "registration": op.registration,
         "devices": literal(list(op.devices)),
         "device_list": list(op.devices),
         "schema_literal": literal(op.schema),
         "full_schema_literal": literal(op.full_schema),
+        "tags": _tags_literal(op),
+        "library_reason": (
+            custom_op_refusal(op.args, op.returns, op.overload) if op.backend == "python" else None
+        ),
         "mutated_names": literal(tuple(a.name for a in op.mutated)),
         "differentiable_names": literal(differentiable),
         "differentiable": list(differentiable),
@@ -99,34 +154,56 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "plain_signature": py.signature(op, annotate=False),
         "call_arguments": py.call_arguments(op),
         "return_annotation": py.return_annotation(op.returns),
+        "kernel_return_annotation": py.return_annotation(op.returns, kernel=True),
         "handle": py.op_handle(op),
         "docstring": py.docstring(op.doc or f"The {op.qualname} operator."),
+        "names": names,
         "kernels": _kernels(op),
-        "fake_checks": [_check(op, c) for c in op.fake.checks],
-        "fake_return": ", ".join(py.fake_outputs(op)),
+        "kernel_functions": _kernel_functions(op),
+        "kernel_defs": [py.def_lines(op, f, kernel=True) for f in _kernel_functions(op)],
+        "fake_checks": [_check(op, c, names["torch"]) for c in op.fake.checks],
+        "fake_return": ", ".join(fake) if fake else "",
+        "missing_fake": (
+            None
+            if fake is not None or not op.returns
+            else literal(
+                f"{op.qualname} has no fake kernel: add a [fake] table to {path} "
+                '(like = "<tensor input>" or expr = "<expression per return>") so that '
+                "torch.compile and opcheck know its outputs"
+            )
+        ),
         "autograd": (
             {
                 "setup_params": plan.setup_params,
                 "setup_lines": plan.setup_lines,
+                "backward_params": plan.backward_params,
                 "backward_lines": plan.backward_lines,
             }
             if plan
             else None
         ),
-        "no_grad_message": _no_grad_message(op),
+        "no_grad_message": None if at_call else no_grad,
+        "no_gradient": no_grad is not None and not at_call,
+        "register_grad_refusal": (
+            literal(
+                f"{no_grad_message(op)} (it takes keyword-only tensors, so it refuses inputs "
+                "that require grad)"
+            )
+            if at_call
+            else None
+        ),
+        "register_below_autograd": in_python and runs_below_autograd(op),
+        "register_version_bump": in_python and bumps_versions(op),
         "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),
+        "mutation_fast_path": mutation_fast_path(op),
         "double_backward": op.double_backward,
-        "samples": samples,
-        "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
-        "reference": expression(op.test.reference) if op.test.reference else None,
-        "test_dtypes": list(op.test.dtypes),
-        "atol": literal(op.test.atol),
-        "rtol": literal(op.test.rtol),
+        **test_context(op, path, differentiable),
         "module_imports": module_imports(op),
         "test_imports": test_imports(op),
-        "testing_names": testing_names(op, differentiable),
     }
+    context["runtime_imports"] = runtime_imports(op, names, context)
+    return context
 
 
 def project_context(config: ProjectConfig) -> dict[str, Any]:

@@ -13,8 +13,10 @@ gradient formulas registers an autograd kernel whose backward raises
   AD) are refused at once. The autograd headers make that one file compile in
   ~6 s (a kernel file's time; registration.cpp takes ~3 s); it is written, and
   so rebuilt, only when the set of such ops changes.
-- everything else (Python ops, the stable target, mutating ops): a Python
-  `register_autograd` kernel. The stable ABI cannot host the C++ kernel: its C
+- everything else (Python ops, the stable target): a Python
+  `register_autograd` kernel; torch refuses that for an op with keyword-only
+  tensors, which instead gets a Python Autograd kernel that refuses at the
+  call when an input requires grad (`refuses_at_call`). The stable ABI cannot host the C++ kernel: its C
   shim has no redispatch below a dispatch key, no `requires_grad` getter and no
   autograd graph nodes (torch 2.13), so the refusal stays in Python and the
   wrapper's fast path keeps the no-grad call out of it.
@@ -38,30 +40,84 @@ callable (`_handle._op`), saving the Python frame of `OpOverload.__call__`.
 The registration itself is unchanged, so `torch.ops` callers, opcheck and
 gradcheck see the regular op. Ops that mutate an argument get no fast path
 (the ADInplaceOrView bookkeeping): their wrapper only calls `_handle._op`.
+
+Ops that write to an argument never get a gradient formula or the refusing
+kernel (torch registers neither on them): Note [Mutating ops that return] in
+the generated `_runtime.py` says what they get instead. Where those kernels
+are Python (Python `library` ops, the stable target), the wrapper skips them
+the same way (`mutation_fast_path`): it calls the op with ADInplaceOrView
+excluded (and autograd too when the op's Autograd kernel only runs it below
+autograd), then bumps the versions of what the op wrote itself.
 """
 
 from __future__ import annotations
 
 from ..spec.model import OpSpec
 
-__all__ = ["fast_path_inputs", "no_grad_message", "refuses_backward_in_cpp"]
+__all__ = [
+    "fast_path_inputs",
+    "no_grad_message",
+    "refuses_backward_in_cpp",
+    "runs_below_autograd",
+    "refuses_at_call",
+    "mutation_fast_path",
+    "bumps_versions",
+    "registers_in_cpp",
+]
 
 
 def no_grad_message(op: OpSpec) -> str | None:
     """The error a backward through `op` raises when it has no formulas (Note [Backward refusal])."""
-    if op.grads or not op.returns or not any(a.differentiable and not a.mutated for a in op.args):
+    tensor_out = any(r.family in ("Tensor", "Tensor?", "Tensor[]") for r in op.returns)
+    if (
+        op.grads
+        or not tensor_out
+        or not op.functional
+        or not any(a.differentiable for a in op.args)
+    ):
         return None
     return f"{op.qualname} has no gradient formula: add a [grad] table to {op.path.name}"
 
 
 def refuses_backward_in_cpp(op: OpSpec) -> bool:
     """Whether the compiled library registers the op's refusing autograd kernel (classic target)."""
+    return op.backend == "cpp" and op.cpp_target == "classic" and no_grad_message(op) is not None
+
+
+def refuses_at_call(op: OpSpec) -> bool:
+    """A Python refusal for an op with keyword-only tensors (register_autograd cannot take them)."""
     return (
-        op.backend == "cpp"
-        and op.cpp_target == "classic"
-        and not op.mutated
-        and no_grad_message(op) is not None
+        no_grad_message(op) is not None
+        and not refuses_backward_in_cpp(op)
+        and any(a.kwarg_only and a.differentiable for a in op.args)
     )
+
+
+def runs_below_autograd(op: OpSpec) -> bool:
+    """An op that writes an argument (or returns a view of one) and returns values gets an
+    Autograd kernel that runs it below autograd (Note [Mutating ops that return])."""
+    return not op.functional and bool(op.returns)
+
+
+def bumps_versions(op: OpSpec) -> bool:
+    """Whether opgen registers the op's ADInplaceOrView kernel (custom_op registers its own)."""
+    return bool(op.mutated) and not (op.backend == "python" and op.registration == "custom_op")
+
+
+def registers_in_cpp(op: OpSpec) -> bool:
+    """Whether the compiled library registers the op's Autograd and ADInplaceOrView kernels (classic target)."""
+    return op.backend == "cpp" and op.cpp_target == "classic"
+
+
+def mutation_fast_path(op: OpSpec) -> dict[str, object] | None:
+    """For an op whose version-bumping kernel is Python: the arguments the wrapper bumps itself,
+    and whether it also skips the Autograd kernel (which only runs the op below autograd)."""
+    if not bumps_versions(op) or registers_in_cpp(op):
+        return None
+    return {
+        "written": ", ".join(a.name for a in op.mutated),
+        "autograd": runs_below_autograd(op),
+    }
 
 
 def _python_autograd(op: OpSpec) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..spec.model import OpSpec
 from . import python as py
 
-__all__ = ["module_imports", "test_imports", "testing_names"]
+__all__ = ["module_imports", "test_imports", "runtime_imports"]
 
 
 def _globals(expressions: Iterable[str]) -> set[str]:
@@ -33,7 +33,9 @@ def _grouped(stdlib: list[str], third_party: list[str]) -> list[str]:
 
 def module_imports(op: OpSpec) -> list[str]:
     """The standard-library and torch imports of the op's generated module (`_generated/<op>.py`)."""
-    used = _globals([*op.fake.checks, *py.fake_outputs(op), *(f.expression for f in op.grads)])
+    fake = py.fake_outputs(op) or ()
+    used = _globals([*op.fake.checks, *fake, *(f.expression for f in op.grads)])
+    used -= {a.name for a in op.args}  # an argument's name means the argument
     annotations = [py.annotation(a.type) for a in op.args] + [py.return_annotation(op.returns)]
     stdlib = ["import math"] if "math" in used else []
     if any("Sequence[" in text for text in annotations):
@@ -50,27 +52,46 @@ def module_imports(op: OpSpec) -> list[str]:
 
 def test_imports(op: OpSpec) -> list[str]:
     """The standard-library and third-party imports of the op's generated tests."""
-    used = _globals([op.test.reference] if op.test.reference else [])
+    used = _globals([op.test.reference] if op.test.reference and op.test.samples else [])
+    used -= {a.name for a in op.args}
     third_party = ["import pytest", "import torch"] + (
         ["import torch.nn.functional as F"] if "F" in used else []
     )
     return _grouped(["import math"] if "math" in used else [], third_party)
 
 
-def testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
-    """What the op's tests import from the package's `_testing` module, sorted."""
-    names = {"check_compile", "check_opcheck", "check_private_bindings", "device_params"}
-    if any(
-        hasattr(value, "shape")
-        or (isinstance(value, tuple) and any(hasattr(v, "shape") for v in value))
-        for s in op.test.samples
-        for _, value in s.values
-    ):
-        names.add("TensorSpec")
-    if op.test.reference:
-        names.add("check_reference")
-    if list(differentiable):
-        names.add("check_gradients")
-        if not op.double_backward:
-            names.add("check_double_backward_refused")
-    return sorted(names, key=lambda n: (n != "TensorSpec", n))
+def runtime_imports(op: OpSpec, names: dict[str, str], flags: dict[str, object]) -> list[str]:
+    """`name as alias` of each helper the op's module takes from `<package>/_runtime.py`."""
+    wanted = ["direct_call"]
+    if flags["fast_path"]:
+        wanted += [
+            "AUTOGRAD",
+            "any_requires_grad",
+            "is_excluded",
+            "set_excluded",
+            "transforms_active",
+        ]
+    mutation = flags["mutation_fast_path"]
+    if isinstance(mutation, dict):
+        wanted += ["INPLACE_OR_VIEW", "bump_versions", "is_excluded", "set_excluded"]
+        wanted += ["transforms_active"] + (["AUTOGRAD"] if mutation["autograd"] else [])
+    helpers = ("missing_fake", "no_gradient", "register_below_autograd", "register_version_bump")
+    for flag in (*helpers, "register_grad_refusal"):
+        if flags[flag]:
+            wanted.append(flag)
+    aliases = {
+        "direct_call": "_direct_call",
+        "AUTOGRAD": names["AUTOGRAD"],
+        "any_requires_grad": names["any_requires_grad"],
+        "is_excluded": names["excluded"],
+        "set_excluded": names["exclude"],
+        "transforms_active": names["transforms_active"],
+        "missing_fake": names["missing_fake"],
+        "no_gradient": names["no_gradient"],
+        "register_below_autograd": names["register_below_autograd"],
+        "register_version_bump": names["register_version_bump"],
+        "register_grad_refusal": names["register_grad_refusal"],
+        "INPLACE_OR_VIEW": names["INPLACE_OR_VIEW"],
+        "bump_versions": names["bump_versions"],
+    }
+    return sorted(f"{name} as {aliases[name]}" for name in set(wanted))

@@ -9,7 +9,6 @@ allocating and `out=` calls would mislead.
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,15 +81,17 @@ def _shape(template: tuple, size: dict[str, int], name: str) -> tuple[int, ...]:
 
 
 def _default_value(op: OpSpec, arg: Arg, size: dict[str, int]) -> Any:
-    if arg.type == "Tensor" and set(size) == {"n"}:
+    if arg.family == "Tensor" and set(size) == {"n"}:
         return ("n",)
-    if arg.type == "Tensor?":
+    if arg.family == "Tensor?":
         return None
     if arg.default is not None and not arg.is_tensor_list:
-        try:
-            return ast.literal_eval(arg.default)
-        except (ValueError, SyntaxError):
-            pass
+        value = arg.default.value
+        if arg.type.element == "ScalarType" and isinstance(value, str):
+            import torch
+
+            return getattr(torch, value)
+        return list(value) if isinstance(value, tuple) else value
     for sample in op.test.samples[:1]:
         for name, value in sample.values:
             if (

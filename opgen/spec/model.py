@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .dialect.printer import format_schema
+from .dialect.types import Default, SchemaType
+
 __all__ = [
     "join_params",
     "param_list",
@@ -46,31 +49,65 @@ ROW_OUTPUTS = (
 
 @dataclass(frozen=True)
 class Arg:
-    """One schema argument; `kind` is the schema type with annotations removed."""
+    """One schema argument as registered (Note [Schema model] in dialect/types.py).
+
+    `type` carries the alias annotations opgen registers: the user's, with each
+    bare `!` given a set name and `mutates` written in; `text` is the argument
+    as the user wrote it.
+    """
 
     name: str
-    type: str
-    default: str | None
-    kwarg_only: bool
-    mutated: bool
+    type: SchemaType
+    default: Default | None = None
+    kwarg_only: bool = False
+    text: str = ""
+
+    @property
+    def family(self) -> str:
+        """The type without annotations and list sizes: `Tensor?`, `int[]`, `(int, int)?`."""
+        return self.type.family
 
     @property
     def is_tensor(self) -> bool:
-        return self.type in ("Tensor", "Tensor?")
+        return self.type.family in ("Tensor", "Tensor?")
 
     @property
     def is_tensor_list(self) -> bool:
-        return self.type in ("Tensor[]", "Tensor?[]")
+        return self.type.family in ("Tensor[]", "Tensor?[]", "Tensor[]?")
+
+    @property
+    def is_optional(self) -> bool:
+        return self.type.is_optional
 
     @property
     def differentiable(self) -> bool:
         return self.is_tensor or self.is_tensor_list
 
+    @property
+    def mutated(self) -> bool:
+        """Whether the op writes to the argument (a write annotation: `Tensor(a!)`, `Tensor!?`)."""
+        return self.type.is_write
+
 
 @dataclass(frozen=True)
 class Ret:
-    name: str | None
-    type: str
+    """One return: its name ("" when unnamed) and type, with any alias annotation."""
+
+    name: str
+    type: SchemaType
+
+    @property
+    def family(self) -> str:
+        return self.type.family
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type.family in ("Tensor", "Tensor?")
+
+    @property
+    def aliased(self) -> bool:
+        """Whether the return carries an alias annotation (`Tensor(a!)`, a view `Tensor(a)`)."""
+        return self.type.annotation is not None
 
 
 @dataclass(frozen=True)
@@ -184,6 +221,8 @@ class OpSpec:
     registration: str = "custom_op"
     pybind: bool = False
     bench: BenchSpec = BenchSpec()
+    # torch.Tag names the op is defined with (Note [Tags of aliasing ops] in spec/registration.py)
+    tags: tuple[str, ...] = ()
     sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
@@ -193,20 +232,8 @@ class OpSpec:
 
     @property
     def schema(self) -> str:
-        """The schema without the op name, with alias annotations written in."""
-
-        def one(arg: Arg) -> str:
-            annotated = arg.type
-            if arg.mutated:
-                annotated = annotated.replace("Tensor", f"Tensor({_alias(self, arg)}!)", 1)
-            return f"{annotated} {arg.name}" + (
-                f"={arg.default}" if arg.default is not None else ""
-            )
-
-        parts = join_params(self.args, one)
-        rets = [r.type + (f" {r.name}" if r.name else "") for r in self.returns]
-        ret_text = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
-        return f"({parts}) -> {ret_text}"
+        """The schema opgen registers, without the op name (dialect/printer.py)."""
+        return format_schema(self.args, self.returns)
 
     @property
     def overload_name(self) -> str:
@@ -231,6 +258,16 @@ class OpSpec:
     def mutated(self) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if a.mutated)
 
+    @property
+    def functional(self) -> bool:
+        """Writes no argument and returns no alias of one: torch registers gradient formulas only for these."""
+        return not self.mutated and not self.aliased_returns
+
+    @property
+    def aliased_returns(self) -> bool:
+        """Whether a return aliases an argument (an in-place, out= or view op)."""
+        return any(r.aliased for r in self.returns)
+
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
 
@@ -248,8 +285,3 @@ def param_list(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> list[str]
             parts.append("*")
         parts.append(render(arg))
     return parts
-
-
-def _alias(op: OpSpec, arg: Arg) -> str:
-    index = [a.name for a in op.mutated].index(arg.name)
-    return "abcdefghijklmnopqrstuvwxyz"[index % 26] + ("" if index < 26 else str(index // 26))

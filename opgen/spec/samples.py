@@ -6,11 +6,12 @@ import math
 from typing import Any
 
 from ..errors import DiagnosticSink
+from .dialect.types import TypeKind
 from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
 from .model import Arg, Sample, TensorSample, TestSpec
-from .types import DTYPES, normalize_type
+from .types import DTYPES
 
 __all__ = ["build_test", "TEST_KEYS"]
 
@@ -110,21 +111,26 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
             f"e.g. {arg.name} = [{{shape = [3]}}, {{shape = [3]}}]",
         )
         return None
-    base = normalize_type(arg.type).rstrip("?")
-    if value is None:
-        return None
-    elem = base[:-2] if base.endswith("[]") else base
-    check, wanted = _SCALAR_CHECKS[elem]
-    good = (
-        isinstance(value, list) and all(check(v) for v in value)
-        if base.endswith("[]")
-        else check(value)
-    )
+    inner = arg.type.unwrapped
+    if inner.kind is TypeKind.TUPLE:
+        checks = [_SCALAR_CHECKS[m.name] for m in inner.items]
+        good = (
+            isinstance(value, list)
+            and len(value) == len(checks)
+            and all(check(v) for (check, _), v in zip(checks, value, strict=True))
+        )
+        wanted = "a list of " + ", ".join(w for _, w in checks)
+    else:
+        check, wanted = _SCALAR_CHECKS[inner.element]
+        if inner.kind is TypeKind.LIST:
+            good = isinstance(value, list) and all(check(v) for v in value)
+            wanted = f"a list of {wanted}"
+        else:
+            good = check(value)
     if not good:
-        wanted = f"a list of {wanted}" if base.endswith("[]") else wanted
         sink.error(
             doc.line(*path),
-            f"sample value {shown(value)} is not a valid {arg.type} for {arg.name!r}",
+            f"sample value {shown(value)} is not a valid {arg.type.spelling} for {arg.name!r}",
             f"write {wanted}",
         )
         return None
@@ -134,6 +140,8 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
 def _samples(
     sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tuple[Arg, ...]
 ) -> list[Sample]:
+    if raw_samples is None:
+        return []  # the generated tests say what to add (generation is never blocked by tests)
     if (
         not isinstance(raw_samples, list)
         or not raw_samples
@@ -141,9 +149,9 @@ def _samples(
     ):
         first = next((a.name for a in args if a.is_tensor), "x")
         sink.error(
-            doc.line("test", "samples") if raw_samples is not None else doc.line("test"),
-            "missing required [[test.samples]]: at least one sample input",
-            f"add\n[[test.samples]]\n{first} = {{shape = [3, 4]}}",
+            doc.line("test", "samples"),
+            f"test.samples must be one or more [[test.samples]] tables, not {shown(raw_samples)}",
+            f"write\n[[test.samples]]\n{first} = {{shape = [3, 4]}}",
         )
         return []
     by_name = {a.name: a for a in args}
@@ -163,7 +171,7 @@ def _samples(
                 values.append(
                     (arg.name, _sample_value(sink, doc, arg, raw[arg.name], path + (arg.name,)))
                 )
-            elif arg.default is None and not arg.type.endswith("?"):
+            elif arg.default is None and not arg.is_optional:
                 sink.error(
                     doc.line(*path),
                     f"sample {index + 1} has no value for required argument {arg.name!r}",

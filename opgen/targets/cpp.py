@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..api.context import spec_path
 from ..api.cpp_context import CppFiles
-from ..api.fastpath import refuses_backward_in_cpp
+from ..api.fastpath import bumps_versions, refuses_backward_in_cpp, registers_in_cpp
 from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
@@ -159,7 +159,10 @@ def cpp_project_artifacts(
                 {"device": device},
             )
         )
-    if any(refuses_backward_in_cpp(op) for op in cpp_ops):
+    if any(
+        refuses_backward_in_cpp(op) or (registers_in_cpp(op) and bumps_versions(op))
+        for op in cpp_ops
+    ):
         items.append(
             (AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {})
         )

@@ -55,7 +55,8 @@ torch.library.register_autograd("example::add", _backward, setup_context=_setup_
 
 
 _handle = torch.ops.example.add.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 

@@ -73,7 +73,8 @@ torch.library.register_autograd("example::gelu_backward", _backward, setup_conte
 
 
 _handle = torch.ops.example.gelu_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 

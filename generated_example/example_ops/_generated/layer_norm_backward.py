@@ -17,6 +17,7 @@ from .._runtime import (
     any_requires_grad as _any_requires_grad,
     direct_call as _direct_call,
     is_excluded as _excluded,
+    no_gradient as _no_gradient,
     set_excluded as _exclude,
     transforms_active as _transforms_active,
 )
@@ -42,7 +43,7 @@ def _setup_context(ctx, inputs, output, keyword_only_inputs=None):
 
 
 def _backward(ctx, *grads):
-    raise RuntimeError(
+    _no_gradient(
         "example::layer_norm_backward has no gradient formula: add a [grad] table to layer_norm_backward.toml"
     )
 
@@ -53,7 +54,8 @@ torch.library.register_autograd(
 
 
 _handle = torch.ops.example.layer_norm_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 

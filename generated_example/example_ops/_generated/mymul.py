@@ -54,7 +54,8 @@ torch.library.register_autograd("example::mymul", _backward, setup_context=_setu
 
 
 _handle = torch.ops.example.mymul.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 

@@ -50,7 +50,8 @@ torch.library.register_autograd("example::vector_add", _backward, setup_context=
 
 
 _handle = torch.ops.example.vector_add.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
