@@ -97,7 +97,8 @@ class DistPool:
         return self._gather(f"{fn.__module__}.{fn.__qualname__}", timeout_s)
 
     def close(self, busy: frozenset[int] = frozenset()) -> None:
-        """Stop every rank: idle ones are asked to exit, `busy` ones (and any that linger) are killed."""
+        """Stop every rank: idle ones are asked to exit, `busy` ones (and any that linger) are
+        killed."""
         for rank, conn in enumerate(self._conns):
             if rank not in busy:
                 try:
@@ -142,7 +143,8 @@ class DistPool:
         self.starts += 1
 
     def _gather(self, what: str, timeout_s: float) -> list[Any]:
-        """One reply per rank. Raises, closing the pool unless every rank answered, on any error, death or timeout."""
+        """One reply per rank. Raises, closing the pool unless every rank answered, on any error,
+        death or timeout."""
         replies: dict[int, tuple[str, Any]] = {}
         deadline = time.monotonic() + timeout_s
         while len(replies) < self.world_size:

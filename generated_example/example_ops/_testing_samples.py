@@ -103,7 +103,7 @@ def materialize(
 
 
 def flatten(value: Any) -> list[Any]:
-    """The leaves of an output in order: tensors, None, numbers, strings (lists and tuples opened)."""
+    """The leaves of an output in order: tensors, None, numbers, strings (lists, tuples opened)."""
     if isinstance(value, (tuple, list)):
         return [leaf for item in value for leaf in flatten(item)]
     return [value]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..spec.model import Arg, OpSpec
 from . import python as py
+from .literals import literal
 
 __all__ = ["sharded_ops", "sharding_context", "sharding_test_context", "rule_module"]
 
@@ -48,7 +49,7 @@ def _rule_call(op: OpSpec) -> str:
             f"_elementwise({args}, outputs={outputs})" if outputs != 1 else f"_elementwise({args})"
         )
     if rule == "rowwise":
-        return f"_rowwise({args}, {tuple(op.sharding.outputs)!r})"
+        return f"_rowwise({args}, {literal(tuple(op.sharding.outputs))})"
     if rule == "matmul":
         return f"_matmul({args})"
     if rule == "replicate":
@@ -80,7 +81,7 @@ def _key_fix(op: OpSpec) -> dict[str, Any] | None:
         return None
     first = next((i for i, a in enumerate(positional) if not a.is_tensor), len(positional))
     keywords = [a.name for a in op.args if a.kwarg_only]
-    return {"handle": py.op_handle(op), "first": first, "keywords": repr(tuple(keywords))}
+    return {"handle": py.op_handle(op), "first": first, "keywords": literal(tuple(keywords))}
 
 
 def _rule_context(op: OpSpec) -> dict[str, Any]:
@@ -88,7 +89,9 @@ def _rule_context(op: OpSpec) -> dict[str, Any]:
     function = f"{op.module}_strategies"
     mutated = {a.name: i for i, a in enumerate(_positional(op)) if a.mutated}
     registered = (
-        f"_keeping({op.registered_name!r}, {function}, {mutated!r})" if mutated else function
+        f"_keeping({literal(op.registered_name)}, {function}, {literal(mutated)})"
+        if mutated
+        else function
     )
     what = op.sharding.rule if op.sharding.rule != "custom" else "custom (your function)"
     return {
@@ -143,12 +146,12 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         "name": op.name,
         "module": op.module,
         "rule": op.sharding.rule,
-        "outputs": repr(tuple(op.sharding.outputs)),
+        "outputs": literal(tuple(op.sharding.outputs)),
         "samples": samples,
         "samples_from": op.test.samples_from,  # a generator of testing_helpers.py, after the tables
         "dtypes": list(op.test.dtypes),
-        "differentiable": repr(tuple(differentiable)),
-        "mutated": repr(tuple(a.name for a in op.mutated)),
-        "atol": repr(op.test.atol),
-        "rtol": repr(op.test.rtol),
+        "differentiable": literal(tuple(differentiable)),
+        "mutated": literal(tuple(a.name for a in op.mutated)),
+        "atol": literal(op.test.atol),
+        "rtol": literal(op.test.rtol),
     }

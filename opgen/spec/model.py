@@ -16,6 +16,7 @@ from .dialect.types import Default, SchemaType
 
 __all__ = [
     "join_params",
+    "param_list",
     "Arg",
     "Ret",
     "GradFormula",
@@ -303,9 +304,14 @@ class OpSpec:
 
 def join_params(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> str:
     """Comma-joined parameters with `*` before the first keyword-only one (schema and Python alike)."""
+    return ", ".join(param_list(args, render))
+
+
+def param_list(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> list[str]:
+    """The parameters of `join_params`, one item each."""
     parts: list[str] = []
     for arg in args:
         if arg.kwarg_only and "*" not in parts:
             parts.append("*")
         parts.append(render(arg))
-    return ", ".join(parts)
+    return parts

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..api.context import op_context, ops_list, project_context, spec_path
+from ..api.context import op_context, ops_list, package_context, project_context, spec_path
 from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..fs import STATE_DIR
 from ..project import OPS_DIR, Project
@@ -82,7 +82,8 @@ def collect_artifacts(
     this run) get starter bodies in their fresh kernel files.
     """
     config, ops = project.config, project.ops
-    shared = functools.cache(lambda: project_context(config, ops))
+    shared = functools.cache(lambda: project_context(config))
+    package = functools.cache(lambda: package_context(config, ops))
     cpp_contexts = {
         op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
         for op in ops
@@ -98,7 +99,7 @@ def collect_artifacts(
 
         return functools.cache(build)
 
-    package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
+    package_base = functools.cache(lambda: {"project": package(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
     helpers = helpers_artifact(config, ops, package_base)
     if helpers is not None:
