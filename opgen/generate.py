@@ -20,7 +20,7 @@ from .plan import Authority, Rendered, plan_changes
 from .project import Project, load_project
 from .render import Renderer
 from .spec.config import CONFIG_FILE
-from .targets import Artifact, Owner
+from .targets import Artifact, Context, Owner
 from .targets.project import collect_artifacts, removal_refused
 from .writer import apply_changes, needs_writing
 
@@ -59,12 +59,19 @@ class GenerateResult:
 
 
 def _render_one(
-    renderer: Renderer, artifact: Artifact, manifest: Manifest, files: ProjectFiles
+    renderer: Renderer,
+    artifact: Artifact,
+    manifest: Manifest,
+    files: ProjectFiles,
+    first: Mapping[str, Context],
 ) -> Rendered:
     raw = renderer.render(artifact.template, artifact.context)
     render_sha = digest(f"{__version__}\0{raw}")
     initial = None
-    if artifact.make_initial_context is not None:
+    if artifact.owner is Owner.USER and artifact.path in first:
+        # Note [Keeping kernels]: an imported op's kernel file calls the user's function.
+        initial = renderer.render(artifact.template, {**artifact.context, **first[artifact.path]})
+    elif artifact.make_initial_context is not None:
         initial = renderer.render(artifact.template, artifact.make_initial_context())
         if artifact.is_python:
             initial = format_python(
@@ -98,15 +105,18 @@ def render_all(
     manifest: Manifest,
     templates: Path | None = None,
     fresh_specs: frozenset[str] = frozenset(),
+    first: Mapping[str, Context] | None = None,
 ) -> list[Rendered]:
     """Render and format every artifact of `project`. Reads only.
 
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
+    `first`: for user files this run creates, template variables that replace the starter's.
     """
     renderer = Renderer(templates or project.config.templates)
     files = ProjectFiles(project.root)
     return [
-        _render_one(renderer, a, manifest, files) for a in collect_artifacts(project, fresh_specs)
+        _render_one(renderer, a, manifest, files, first or {})
+        for a in collect_artifacts(project, fresh_specs)
     ]
 
 
@@ -119,6 +129,8 @@ def generate(
     adopt: Iterable[str] = (),
     templates: Path | None = None,
     sources: Mapping[str, str] | None = None,
+    replace_sources: bool = False,
+    first: Mapping[str, Context] | None = None,
 ) -> GenerateResult:
     """Regenerate every op of the project at `root`; the library call behind `opgen generate`.
 
@@ -136,7 +148,10 @@ def generate(
 
     `sources` are new project files (project-relative path -> text, e.g. a new
     spec and opgen.toml) validated with the project as if they were on disk and
-    written by this same run: what `opgen new` hands over.
+    written by this same run: what `opgen new` hands over. A source that is on
+    disk with other text stops the run, unless `replace_sources` (`opgen import
+    --force`). `first` gives the first text of user files this run creates
+    (Note [Keeping kernels]).
     """
     sources = dict(sources or {})
     project = load_project(root, sources)
@@ -144,14 +159,14 @@ def generate(
     folder = templates or project.config.templates
     warnings = override_warnings(files.root, folder)
     manifest = Manifest.load(files)
-    rendered = render_all(project, manifest, folder, frozenset(sources))
+    rendered = render_all(project, manifest, folder, frozenset(sources), first)
     authority = Authority(
         functools.partial(removal_refused, project.config),
         force,
         _adoptable(rendered, adopt, project.root),
         frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
     )
-    changes = plan_changes(files, rendered, manifest, authority, sources)
+    changes = plan_changes(files, rendered, manifest, authority, sources, replace_sources)
     if manifest.damage:
         warnings.append(f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read")
     if check or dry_run or any(c.action.stops for c in changes):
@@ -161,7 +176,7 @@ def generate(
     with files.lock():
         # Another run may have written since the plan above: plan again under the lock.
         manifest = Manifest.load(files)
-        changes = plan_changes(files, rendered, manifest, authority, sources)
+        changes = plan_changes(files, rendered, manifest, authority, sources, replace_sources)
         if any(c.action.stops for c in changes):
             return GenerateResult(changes, written=False, warnings=warnings)
         apply_changes(files, changes, manifest)

@@ -86,14 +86,16 @@ def plan_changes(
     manifest: Manifest,
     authority: Authority,
     sources: Mapping[str, str] | None = None,
+    replace_sources: bool = False,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
 
     `sources` are new project files (path -> text) that `opgen new` composed: a
-    spec, and `opgen.toml` for a new project. They are created, never tracked.
+    spec, and `opgen.toml` for a new project. They are created, never tracked;
+    `replace_sources` lets them replace files already there (`opgen import --force`).
     """
     changes = [
-        _plan_source(path, text, files.read_text(path))
+        _plan_source(path, text, files.read_text(path), replace_sources)
         for path, text in sorted((sources or {}).items())
     ]
     current = {r.path: files.read_text(r.path) for r in rendered}
@@ -135,11 +137,13 @@ def _clean_path(path: str) -> bool:
     )
 
 
-def _plan_source(path: str, text: str, current: str | None) -> Change:
+def _plan_source(path: str, text: str, current: str | None, replace: bool = False) -> Change:
     if current is None:
         return Change(path, Action.CREATE, None, text, None)
     if _same(current, text):
         return Change(path, Action.UNCHANGED, current, current, None)
+    if replace:
+        return Change(path, Action.UPDATE, current, text, None)
     raise OpgenError(
         Diagnostic(
             None,

@@ -29,12 +29,12 @@ def _py(source: str) -> tuple[Found, list[Diagnostic]]:
 
 
 def test_string_literals_escapes_raw_and_comments():
-    source = r'''
+    source = r"""
     // m.def("not me")
     /* m.def("nor me") */ "a\"b\x41\n" u8"c" R"delim(x)" y)delim" '"'
     #define X "in a macro" \
        "continued"
-    '''
+    """
     strings = [t.text for t in tokenize(source) if t.kind == "string"]
     assert strings == ['a"bA\n', "c", 'x)" y']
 
@@ -46,16 +46,14 @@ def test_unterminated_literal_names_its_line():
 
 
 def test_defs_split_concatenated_and_raw_with_any_variable_name():
-    found, problems = _cpp(
-        '''
+    found, problems = _cpp("""
         TORCH_LIBRARY(mylib, ops) {
           ops.def("a(Tensor x) "
                   "-> Tensor");
           ops.def(R"(b(Tensor! x, Tensor!? y, SymInt n) -> ())");
           m.def("not_the_library_variable(Tensor x) -> Tensor");
         }
-        '''
-    )
+        """)
     assert problems == []
     assert [(o.qualname, o.schema, o.line) for o in found.ops] == [
         ("mylib::a", "(Tensor x) -> Tensor", 3),
@@ -64,8 +62,7 @@ def test_defs_split_concatenated_and_raw_with_any_variable_name():
 
 
 def test_impl_blocks_and_impl_forms_give_devices():
-    found, _ = _cpp(
-        '''
+    found, _ = _cpp("""
         TORCH_LIBRARY_FRAGMENT(mylib, m) {
           m.def("f(Tensor x) -> Tensor", &f_composite);
           m.impl("g", torch::kCPU, &g_cpu);
@@ -75,8 +72,7 @@ def test_impl_blocks_and_impl_forms_give_devices():
           m.impl("k", TORCH_BOX(&ns::k_cpu));
         }
         TORCH_LIBRARY_IMPL(mylib, CompositeExplicitAutograd, m) { m.impl("e", e_any); }
-        '''
-    )
+        """)
     kernels = {(o.name, k.function, k.device) for o in found.ops for k in o.kernels}
     assert kernels == {
         ("f", "f_composite", "cpu"),
@@ -91,22 +87,19 @@ def test_impl_blocks_and_impl_forms_give_devices():
 
 
 def test_unreadable_def_is_reported_at_its_line_and_skipped():
-    found, problems = _cpp(
-        '''
+    found, problems = _cpp("""
         TORCH_LIBRARY(mylib, m) {
           m.def(kSchema);
           m.def("ok(Tensor x) -> Tensor");
         }
-        '''
-    )
+        """)
     assert [o.name for o in found.ops] == ["ok"]
     assert [(p.line, p.level) for p in problems] == [(3, "error")]
     assert "not a string literal" in problems[0].format()
 
 
 def test_function_definitions_keep_their_declaration_and_linkage():
-    found, _ = _cpp(
-        '''
+    found, _ = _cpp("""
         namespace outer { namespace inner {
         at::Tensor k(const at::Tensor& a, /* why */ double c) {
           return a;
@@ -115,8 +108,7 @@ def test_function_definitions_keep_their_declaration_and_linkage():
         }}
         namespace { void hidden() {} }
         template <typename T> void t(T x) {}
-        '''
-    )
+        """)
     by_name = {f.name: f for f in found.functions}
     assert set(by_name) == {"k", "s", "hidden"}
     assert by_name["k"].qualname == "outer::inner::k"
@@ -125,20 +117,31 @@ def test_function_definitions_keep_their_declaration_and_linkage():
 
 
 def test_target_follows_the_api_the_code_uses():
-    assert _cpp("#include <torch/all.h>\nat::Tensor f(const at::Tensor& x) { return x; }")[0].target == "classic"
-    assert _cpp("torch::stable::Tensor f(torch::stable::Tensor x) { return x; }")[0].target == "stable"
+    assert (
+        _cpp("#include <torch/all.h>\nat::Tensor f(const at::Tensor& x) { return x; }")[0].target
+        == "classic"
+    )
+    assert (
+        _cpp("torch::stable::Tensor f(torch::stable::Tensor x) { return x; }")[0].target == "stable"
+    )
 
 
 def test_impls_in_other_files_join_their_defs(tmp_path):
-    (tmp_path / "defs.cpp").write_text('TORCH_LIBRARY(mylib, m) { m.def("f(Tensor x) -> Tensor"); }')
-    (tmp_path / "impls.cpp").write_text('TORCH_LIBRARY_IMPL(mylib, CPU, m) { m.impl("f", &f_cpu); m.impl("nope", &n); }')
+    (tmp_path / "defs.cpp").write_text(
+        'TORCH_LIBRARY(mylib, m) { m.def("f(Tensor x) -> Tensor"); }'
+    )
+    (tmp_path / "impls.cpp").write_text(
+        'TORCH_LIBRARY_IMPL(mylib, CPU, m) { m.impl("f", &f_cpu); m.impl("nope", &n); }'
+    )
     problems: list[Diagnostic] = []
     found = read_sources(sorted(tmp_path.iterdir()), problems)
-    assert [(o.qualname, [k.function for k in o.kernels]) for o in found.ops] == [("mylib::f", ["f_cpu"])]
+    assert [(o.qualname, [k.function for k in o.kernels]) for o in found.ops] == [
+        ("mylib::f", ["f_cpu"])
+    ]
     assert [p.level for p in problems] == ["warning"]  # the impl of an op no file defines
 
 
-PY_MODULE = '''
+PY_MODULE = """
 import numpy as np
 import torch
 from torch import Tensor
@@ -180,7 +183,7 @@ def twice_cpu(x):
 
 
 lib.impl("twice", twice_cpu, "CPU")
-'''
+"""
 
 
 def test_python_registrations():
@@ -200,7 +203,9 @@ def test_inferred_schemas_match_torch(tmp_path):
     """infer_schema without torch gives what torch.library.infer_schema gives."""
     torch = pytest.importorskip("torch")
     namespace: dict[str, object] = {}
-    exec(compile(PY_MODULE.split("lib = ")[0], "mod.py", "exec"), namespace)  # the fixture, not user code
+    exec(
+        compile(PY_MODULE.split("lib = ")[0], "mod.py", "exec"), namespace
+    )  # the fixture, not user code
     found, _ = _py(PY_MODULE)
     for op in found.ops:
         if op.name == "twice":
@@ -222,5 +227,7 @@ def test_schema_inference_refuses_what_torch_refuses():
 
 
 def test_python_problems_name_their_line():
-    _, problems = _py("import torch\n\n@torch.library.custom_op(NAME, mutates_args=())\ndef f(x): ...\n")
+    _, problems = _py(
+        "import torch\n\n@torch.library.custom_op(NAME, mutates_args=())\ndef f(x): ...\n"
+    )
     assert [(p.line, p.level) for p in problems] == [(3, "error")]
