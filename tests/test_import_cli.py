@@ -131,3 +131,20 @@ def test_python_kernels_are_moved_into_the_kernel_files(tmp_path: Path):
     assert "import numpy as np" in kernel
     assert "return torch.from_numpy(np.sin(x_np))" in kernel
     assert "register_autograd" in (root / "ops/numpy_sin.toml").read_text()
+
+
+def test_a_kernel_generated_code_cannot_call_is_reported_with_the_fix(tmp_path: Path):
+    (tmp_path / "ext.cpp").write_text(
+        "#include <torch/all.h>\n"
+        "namespace mylib {\n"
+        "static at::Tensor f_cpu(const at::Tensor& x) { return x; }\n"
+        "}\n"
+        'TORCH_LIBRARY(mylib, m) { m.def("f(Tensor x) -> Tensor"); m.def("g(Tensor x) -> Tensor"); }\n'
+        'TORCH_LIBRARY_IMPL(mylib, CPU, m) { m.impl("f", &mylib::f_cpu); m.impl("g", &g_cpu); }\n'
+    )
+    run = opgen("import", "ext.cpp", cwd=tmp_path, check=False)
+    assert run.returncode == 1
+    assert "ext.cpp:3: error: f_cpu is static" in run.stderr
+    assert "ext.cpp:6: error: no function is named g_cpu" in run.stderr
+    assert "opgen: placeholder" in (tmp_path / "csrc/cpu/f.cpp").read_text()
+    assert not (tmp_path / "csrc/cpu/imported").exists()

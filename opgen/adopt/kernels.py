@@ -123,7 +123,11 @@ def cpp_kernels(
         if kernel is None:
             continue
         candidates = _find(kernel, functions)
-        hint = "pass the file that defines it to `opgen import` too"
+        # the project's csrc/cpu and csrc/cuda are opgen's: they are never read as the user's
+        hint = (
+            "pass the file that defines it to `opgen import` too (if it is under this project's "
+            "csrc/cpu or csrc/cuda, which are opgen's, import into another folder: --into DIR)"
+        )
         if len(candidates) != 1:
             many = "several functions are" if candidates else "no function is"
             problems.append(
@@ -158,6 +162,9 @@ def cpp_kernels(
             declaration = f"namespace {function.namespace} {{\n{declaration};\n}}  // namespace {function.namespace}"
         else:
             declaration += ";"
+        if target == "classic" and "torch::" in function.declaration:
+            # torch::Tensor and friends: the op's header declares only at:: types
+            declaration = f"#include <torch/all.h>\n\n{declaration}"
         names = list(cpp_names([name for name, _ in args]).values())
         params = _parameters(function)
         copies = []
