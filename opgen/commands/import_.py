@@ -12,8 +12,8 @@ from ._support import err, fail, report
 
 def import_(
     paths: Annotated[
-        list[Path],
-        typer.Argument(metavar="PATH...", help="C++ files, Python modules, or folders of them."),
+        list[Path],  # described in the docstring: typer would print a type placeholder beside it
+        typer.Argument(metavar="PATH...", hidden=True),
     ],
     into: Annotated[
         Path | None,
@@ -23,14 +23,16 @@ def import_(
         ),
     ] = None,
     force: Annotated[
-        bool, typer.Option(help="Replace specs that differ from the imported ones.")
+        bool,
+        typer.Option("--force", help="Replace specs that differ from the imported ones."),
     ] = False,
     namespace: Annotated[
         str | None,
         typer.Option(help="The namespace the ops get (default: theirs).", metavar="NAME"),
     ] = None,
 ) -> None:
-    """Write one spec per op that PATH registers (TORCH_LIBRARY blocks, custom_op), then generate."""
+    """Write one spec per op that PATH (C++ files, Python modules, or folders of them) registers
+    (TORCH_LIBRARY blocks, custom_op), keeping their kernels, then generate."""
     from ..errors import OpgenError
     from ..importer import import_extension
 
