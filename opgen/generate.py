@@ -73,10 +73,10 @@ def _render_one(
         initial = renderer.render(artifact.template, {**artifact.context, **first[artifact.path]})
     elif artifact.make_initial_context is not None:
         initial = renderer.render(artifact.template, artifact.make_initial_context())
-        if artifact.is_python:
-            initial = format_python(
-                initial, str(renderer.template_path(artifact.template)), artifact.path
-            )
+    if initial is not None and artifact.is_python:
+        initial = format_python(
+            initial, str(renderer.template_path(artifact.template)), artifact.path
+        )
     previous = manifest.files.get(artifact.path)
     if artifact.is_python:
         if previous is not None and previous.render == render_sha:
