@@ -148,3 +148,14 @@ def test_a_kernel_generated_code_cannot_call_is_reported_with_the_fix(tmp_path: 
     assert "ext.cpp:6: error: no function is named g_cpu" in run.stderr
     assert "opgen: placeholder" in (tmp_path / "csrc/cpu/f.cpp").read_text()
     assert not (tmp_path / "csrc/cpu/imported").exists()
+
+
+def test_a_moved_python_kernel_names_the_helpers_it_leaves_behind(tmp_path: Path):
+    (tmp_path / "mod.py").write_text(
+        "import torch\n\nSCALE = 2.0\n\n\ndef _helper(x):\n    return x * SCALE\n\n\n"
+        '@torch.library.custom_op("helped::f", mutates_args=())\n'
+        "def f(x: torch.Tensor) -> torch.Tensor:\n    return _helper(x) + SCALE\n"
+    )
+    run = opgen("import", "mod.py", cwd=tmp_path)
+    assert "mod.py:11: warning: f uses SCALE, _helper, defined in mod.py" in run.stderr
+    assert "return _helper(x) + SCALE" in (tmp_path / "helped/kernels/f.py").read_text()

@@ -28,6 +28,7 @@ class PyFunction:
     imports: tuple[str, ...]  # the module's top-level import statements
     path: Path
     line: int
+    helpers: tuple[str, ...] = ()  # names it uses that its module defines (not imports)
 
 
 @dataclass

@@ -262,5 +262,17 @@ def python_kernel(
             )
             return None
         head.append(f"{', '.join(function.params)} = {', '.join(args)}")
+    if function.helpers:
+        problems.append(
+            Diagnostic(
+                function.path,
+                function.line,
+                f"{function.name} uses {', '.join(function.helpers)}, defined in "
+                f"{function.path.name}: the kernel moved without them",
+                f"copy them into the kernel file of {op.qualname} (<package>/kernels/), "
+                "then run `opgen test`",
+                "warning",
+            )
+        )
     imports = [i for i in function.imports if i.strip() not in _PYTHON_KERNEL_IMPORTS]
     return {"imported": {"imports": imports}, "starter": head + body}

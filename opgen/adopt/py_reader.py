@@ -170,7 +170,13 @@ class _Module:
         params = tuple(
             a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
         )
-        return PyFunction(node.name, params, text + "\n", self.imports, self.path, node.lineno)
+        used = {
+            n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        helpers = tuple(sorted((used & self.defined) - set(params) - {node.name}))
+        return PyFunction(
+            node.name, params, text + "\n", self.imports, self.path, node.lineno, helpers
+        )
 
     def op(self, qualname: str, schema: str, line: int) -> FoundOp | None:
         namespace, sep, name = qualname.partition("::")
@@ -200,6 +206,20 @@ class _Module:
             for n in tree.body
             if isinstance(n, (ast.Import, ast.ImportFrom))
         )
+        self.defined = {
+            target.id
+            for node in tree.body
+            for target in (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else (
+                    [ast.Name(node.name)]
+                    if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                    else []
+                )
+            )
+            if isinstance(target, ast.Name)
+        }
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 self.functions[node.name] = self.function(node)
