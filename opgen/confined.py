@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,10 +56,15 @@ class FileAccessError(OpgenError):
 
 @dataclass(frozen=True)
 class Staged:
-    """A new text written beside its target under a temporary name, not yet renamed over it."""
+    """A new text written beside its target under a temporary name, not yet renamed over it.
+
+    `info`: the temporary's status once written; the rename keeps its size,
+    mtime and inode, so it is the target's status after `commit`.
+    """
 
     parts: tuple[str, ...]
     temporary: str
+    info: os.stat_result
 
 
 def _kind(mode: int) -> str:
@@ -293,7 +297,7 @@ class Confined:
             assert folder is not None
             info = self._entry(folder, parts)
             mode = stat.S_IMODE(info.st_mode) if info is not None else 0o644
-            temporary = f".{parts[-1]}.{secrets.token_hex(4)}.tmp"
+            temporary = f".{parts[-1]}.{os.urandom(4).hex()}.tmp"
             fd = folder.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 view = memoryview(data)
@@ -304,6 +308,7 @@ class Confined:
                 else:  # Windows: only the read-only bit exists
                     os.chmod(folder.path / temporary, mode)
                 os.fsync(fd)
+                written = os.fstat(fd)
                 os.close(fd)
                 fd = -1
             except BaseException:
@@ -312,7 +317,7 @@ class Confined:
                 with contextlib.suppress(OSError):
                     folder.unlink(temporary)
                 raise
-            return Staged(parts, temporary)
+            return Staged(parts, temporary, written)
 
     def commit(self, staged: Staged) -> None:
         """Rename a staged text over its target (atomic)."""
@@ -330,14 +335,15 @@ class Confined:
                 if folder is not None:
                     folder.unlink(staged.temporary)
 
-    def write(self, rel: str | Path, data: bytes) -> None:
-        """Write a file atomically, making its folders."""
+    def write(self, rel: str | Path, data: bytes) -> os.stat_result:
+        """Write a file atomically, making its folders; the status of the file written."""
         staged = self.stage(rel, data)
         try:
             self.commit(staged)
         except BaseException:
             self.discard(staged)
             raise
+        return staged.info
 
     def unlink(self, rel: str | Path) -> bool:
         """Delete a regular file if it is there; whether it was."""

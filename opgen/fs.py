@@ -11,7 +11,8 @@ of `opgen test`.
 Note [Staged writes]
 A run that changes several files stages them first: every new text is
 written to a temporary beside its target, and only when all of them are on
-disk are they renamed over their targets, one by one. An I/O error while
+disk are they renamed over their targets, in the order the run added them
+(consecutive writes of distinct files together: Note [Parallel writes]). An I/O error while
 staging (a read-only folder, a full disk) removes the temporaries and leaves
 the project as it was. The renames are not atomic as a group: a run that is
 killed, or fails, between two renames leaves some files new and some old.
@@ -26,8 +27,10 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from .confined import Confined, FileAccessError, Staged
 from .errors import Diagnostic, OpgenError
@@ -37,6 +40,37 @@ __all__ = ["ProjectFiles", "Batch", "atomic_write", "STATE_DIR"]
 STATE_DIR = ".opgen"
 # the manifest and template records are committed; the lock, backups and caches are not
 _STATE_IGNORE = "lock\nbackup/\ncache/\n"
+
+
+# Note [Parallel writes]
+# Staging a text is writing a temporary and an fsync (~8 ms here), and the
+# rename over an existing file costs ~2-3 ms more: most of a run's time when
+# it writes many files. Several in flight share the filesystem's journal
+# commits: 200 files take 0.2 s on 8 threads instead of 1.9 s on one, and
+# their renames 0.07 s instead of 0.4 s. So a batch stages its writes on
+# threads, and renames a run of consecutive writes (distinct files, between
+# two other steps or `fence`s) on threads too; every other step, and the
+# order between runs, stays as added (Note [Staged writes]).
+_WRITERS = 8
+T = TypeVar("T")
+
+
+def _each(apply: Callable[[T], None], items: Sequence[T]) -> None:
+    """`apply` to every item: on a few threads when there are many (Note [Parallel writes]).
+
+    Every item is waited for, even after a failure (then the first failure is
+    raised), so that what was done is known and can be undone."""
+    if len(items) < _WRITERS:
+        for item in items:
+            apply(item)
+        return
+    from concurrent.futures import (
+        ThreadPoolExecutor,
+    )  # here: a run that writes little never needs it
+
+    with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+        for _ in pool.map(apply, items):
+            pass
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -54,6 +88,8 @@ class ProjectFiles:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.confined = Confined(self.root)
+        # project-relative folders a walk found real this run -> their absolute paths (`stat`)
+        self._real_folders: dict[str, str] = {}
 
     def path(self, rel: str | Path) -> Path:
         """The absolute path of file `rel`, checked: no symlink on the way, not a symlink or folder itself."""
@@ -77,13 +113,46 @@ class ProjectFiles:
                 )
             ) from None
 
+    def stat(self, rel: str | Path) -> os.stat_result | None:
+        """The status of the regular file at `rel` (None when missing); a symlink or folder there is refused.
+
+        A run asks this of every file it manages, several times: after one walk
+        from the root has found a folder real (no symlink on the way), a file in
+        it takes one `lstat`; anything but a regular file there takes the walk
+        again, which refuses it with its diagnostic. (A folder swapped for a
+        symlink while the run holds it is out of scope: Note [Confined writes].)
+        """
+        text = os.fspath(rel)
+        folder, _, name = text.rpartition("/")
+        if folder in self._real_folders and name not in ("", ".", ".."):
+            try:
+                info = os.lstat(os.path.join(self._real_folders[folder], name))
+            except FileNotFoundError:
+                return None
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode):
+                return info
+        info = self.confined.status(rel)
+        parts = folder.split("/") if folder else []
+        if (
+            os.sep == "/"
+            and not os.path.isabs(text)
+            and all(p not in ("", ".", "..") for p in parts)
+        ):
+            real = os.path.join(self.root, folder)
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(real).st_mode):  # walked without a symlink: real
+                    self._real_folders[folder] = real
+        return info
+
     def exists(self, rel: str | Path) -> bool:
         """Whether a regular file is at `rel` (a symlink or a folder there is refused)."""
         return self.confined.status(rel) is not None
 
-    def write_text(self, rel: str | Path, text: str) -> None:
-        """Write atomically, creating the folders on the way."""
-        self.confined.write(rel, text.encode("utf-8"))
+    def write_text(self, rel: str | Path, text: str) -> os.stat_result:
+        """Write atomically, creating the folders on the way; the status of the file written."""
+        return self.confined.write(rel, text.encode("utf-8"))
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
         """Rename `src` to `dst`, replacing it; both inside the project."""
@@ -160,6 +229,8 @@ class Batch:
         self._files = files
         self._steps: list[tuple[str, str, str]] = []  # (kind, path, text or rename target)
         self._staged: dict[int, Staged] = {}
+        # what `commit` wrote (path, status, text) or removed (path, None, None)
+        self.written: list[tuple[str, os.stat_result | None, str | None]] = []
 
     def write(self, rel: str, text: str) -> None:
         """Replace (or create) `rel` with `text`."""
@@ -174,20 +245,41 @@ class Batch:
         self._steps.append(("remove", rel, ""))
 
     def __len__(self) -> int:
-        return len(self._steps)
+        return sum(kind != "fence" for kind, _, _ in self._steps)
 
     def stage(self) -> None:
-        """Write every new text to its temporary; on failure remove them all and raise."""
+        """Write every new text to its temporary (Note [Parallel writes]); on failure remove them
+        all and raise."""
         confined = self._files.confined
+        writes = [
+            (i, rel, text) for i, (kind, rel, text) in enumerate(self._steps) if kind == "write"
+        ]
+
+        def stage_one(write: tuple[int, str, str]) -> None:
+            index, rel, text = write
+            self._staged[index] = confined.stage(rel, text.encode("utf-8"))
+
         try:
-            for index, (kind, rel, text) in enumerate(self._steps):
-                if kind == "write":
-                    self._staged[index] = confined.stage(rel, text.encode("utf-8"))
+            _each(stage_one, writes)
         except BaseException as exc:
             self.discard()
             if isinstance(exc, FileAccessError):
                 raise _with_note(exc, "nothing was changed") from None
             raise
+
+    def _runs(self) -> list[list[int]]:
+        """The steps' indices in order: each run of consecutive writes together, any other alone."""
+        runs: list[list[int]] = []
+        paths: set[str] = set()  # of the last run
+        for index, (kind, rel, _) in enumerate(self._steps):
+            joins = runs and self._steps[runs[-1][-1]][0] == "write" and rel not in paths
+            if kind == "write" and joins:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+                paths = set()
+            paths.add(rel)
+        return runs
 
     def discard(self) -> None:
         """Remove the temporaries not yet renamed, and the folders made for them."""
@@ -196,27 +288,45 @@ class Batch:
         self._staged.clear()
         self._files.confined.remove_created_folders()
 
+    def fence(self) -> None:
+        """The steps added so far are applied before any added later (writes in between may
+        otherwise be renamed together: Note [Parallel writes])."""
+        self._steps.append(("fence", "", ""))
+
     def commit(self) -> None:
         """Apply every step in order (the writes were staged); on failure say how far it got."""
         confined = self._files.confined
-        done = 0
+        done = 0  # steps other than writes; a write is done once it is no longer staged
+
+        def commit_write(index: int) -> None:
+            rel, text = self._steps[index][1:]
+            staged = self._staged[index]
+            confined.commit(staged)
+            del self._staged[index]
+            self.written.append((rel, staged.info, text))
+
         try:
-            for index, (kind, rel, text) in enumerate(self._steps):
-                if kind == "write":
-                    confined.commit(self._staged[index])
-                    del self._staged[index]
-                elif kind == "rename":
+            for run in self._runs():
+                if self._steps[run[0]][0] == "write":
+                    _each(commit_write, run)
+                    continue
+                kind, rel, text = self._steps[run[0]]
+                if kind == "rename":
                     confined.rename(rel, text)
-                else:
+                elif kind == "remove":
                     confined.unlink(rel)
-                done += 1
+                    self.written.append((rel, None, None))
+                done += kind != "fence"
         except BaseException as exc:
+            writes = [i for i, (kind, _, _) in enumerate(self._steps) if kind == "write"]
+            done += sum(i not in self._staged for i in writes)
             for staged in self._staged.values():
                 confined.discard(staged)
             self._staged.clear()
             if isinstance(exc, FileAccessError):
+                changes = sum(kind != "fence" for kind, _, _ in self._steps)
                 note = (
-                    f"{done} of {len(self._steps)} changes were made before this one; "
+                    f"{done} of {changes} changes were made before this one; "
                     "the next `opgen generate` finishes the job"
                 )
                 raise _with_note(exc, note) from None

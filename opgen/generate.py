@@ -1,39 +1,50 @@
-"""load -> validate -> render -> format -> plan -> write: one `opgen generate` run."""
+"""load -> validate -> render -> format -> plan -> write: one `opgen generate` run.
+
+Work whose inputs did not change is skipped (Note [Generate cache] in
+inputs.py). The modules of validation, rendering and formatting are imported
+inside `_regenerate`, not here: a run that replays a settled plan needs none
+of them, and `opgen generate` on an unchanged project stays light.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import __version__
-from .api.context import spec_path
+from . import settled
+from .cache import GenerateCache
 from .changes import Action, Change, summarize
 from .errors import Diagnostic, OpgenError
-from .format import format_python
 from .fs import ProjectFiles
-from .manifest import Manifest, digest
-from .overrides import override_warnings
+from .inputs import CONFIG_FILE, EJECTED_FILE, environment_digest, folder_identity, templates_digest
+from .manifest import MANIFEST_FILE, Manifest
 from .plan import Authority, Rendered, plan_changes
-from .project import Project, load_project
-from .render import Renderer
-from .spec.config import CONFIG_FILE
+from .stages import Stages
 from .targets import Artifact, Context, Owner
-from .targets.project import collect_artifacts, removal_refused
 from .writer import apply_changes, needs_writing
+
+if TYPE_CHECKING:
+    from .project import Project
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
 
 @dataclass
 class GenerateResult:
-    """One run's changes, per file; `written` is False when the run only planned them."""
+    """One run's changes, per file; `written` is False when the run only planned them.
+
+    `timings`: seconds per stage (load, validate, render, format, write).
+    """
 
     changes: list[Change]
     written: bool
     warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def counts(self) -> Counter[Action]:
         """How many files each action touched."""
@@ -58,66 +69,25 @@ class GenerateResult:
         return summarize(c.action for c in self.changes)
 
 
-def _render_one(
-    renderer: Renderer,
-    artifact: Artifact,
-    manifest: Manifest,
-    files: ProjectFiles,
-    first: Mapping[str, Context],
-) -> Rendered:
-    raw = renderer.render(artifact.template, artifact.context)
-    render_sha = digest(f"{__version__}\0{raw}")
-    initial = None
-    if artifact.owner is Owner.USER and artifact.path in first:
-        # Note [Keeping kernels]: an imported op's kernel file calls the user's function.
-        initial = renderer.render(artifact.template, {**artifact.context, **first[artifact.path]})
-    elif artifact.make_initial_context is not None:
-        initial = renderer.render(artifact.template, artifact.make_initial_context())
-    if initial is not None and artifact.is_python:
-        initial = format_python(
-            initial, str(renderer.template_path(artifact.template)), artifact.path
-        )
-    previous = manifest.files.get(artifact.path)
-    if artifact.is_python:
-        if previous is not None and previous.render == render_sha:
-            # Same render as last time: reuse the formatted text instead of running black again.
-            if previous.base is not None:
-                return Rendered(
-                    artifact.path,
-                    artifact.owner,
-                    artifact.source,
-                    previous.base,
-                    render_sha,
-                    initial,
-                )
-            text = files.read_text(artifact.path)
-            if text is not None:
-                if digest(text) == previous.sha256:
-                    return Rendered(
-                        artifact.path, artifact.owner, artifact.source, text, render_sha, initial
-                    )
-        raw = format_python(raw, str(renderer.template_path(artifact.template)), artifact.path)
-    return Rendered(artifact.path, artifact.owner, artifact.source, raw, render_sha, initial)
-
-
 def render_all(
     project: Project,
     manifest: Manifest,
     templates: Path | None = None,
     fresh_specs: frozenset[str] = frozenset(),
-    first: Mapping[str, Context] | None = None,
 ) -> list[Rendered]:
-    """Render and format every artifact of `project`. Reads only.
+    """Render and format every artifact of `project`, with no cache. Reads only.
 
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
-    `first`: for user files this run creates, template variables that replace the starter's.
     """
-    renderer = Renderer(templates or project.config.templates)
-    files = ProjectFiles(project.root)
-    return [
-        _render_one(renderer, a, manifest, files, first or {})
-        for a in collect_artifacts(project, fresh_specs)
-    ]
+    from .outputs import render_outputs
+    from .targets.project import collect_artifacts
+
+    return render_outputs(
+        collect_artifacts(project, fresh_specs),
+        ProjectFiles(project.root),
+        manifest,
+        templates or project.config.templates,
+    )
 
 
 def generate(
@@ -152,35 +122,186 @@ def generate(
     disk with other text stops the run, unless `replace_sources` (`opgen import
     --force`). `first` gives the first text of user files this run creates
     (Note [Keeping kernels]).
+
+    Work whose inputs did not change is skipped (Note [Generate cache] in
+    inputs.py); `GenerateResult.timings` says where the time went.
     """
-    sources = dict(sources or {})
-    project = load_project(root, sources)
-    files = ProjectFiles(project.root)
-    folder = templates or project.config.templates
-    warnings = override_warnings(files.root, folder)
-    manifest = Manifest.load(files)
-    rendered = render_all(project, manifest, folder, frozenset(sources), first)
-    authority = Authority(
-        functools.partial(removal_refused, project.config),
-        force,
-        _adoptable(rendered, adopt, project.root),
-        frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
-    )
-    changes = plan_changes(files, rendered, manifest, authority, sources, replace_sources)
-    if manifest.damage:
-        warnings.append(f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read")
-    if check or dry_run or any(c.action.stops for c in changes):
-        return GenerateResult(changes, written=False, warnings=warnings)
-    if not needs_writing(files, changes, manifest):
-        return GenerateResult(changes, written=True, warnings=warnings)
-    with files.lock():
-        # Another run may have written since the plan above: plan again under the lock.
+    stages = Stages()
+    with stages("load"):
+        files = ProjectFiles(root.resolve())
+        cache = GenerateCache.load(files, folder_identity(files.root), environment_digest())
         manifest = Manifest.load(files)
-        changes = plan_changes(files, rendered, manifest, authority, sources, replace_sources)
-        if any(c.action.stops for c in changes):
-            return GenerateResult(changes, written=False, warnings=warnings)
-        apply_changes(files, changes, manifest)
-    return GenerateResult(changes, written=True, warnings=warnings)
+        adopted = frozenset(Path(p).as_posix() for p in adopt)
+        fresh_state = not sources and not adopted and not manifest.damage
+        replayed = settled.replay(files, cache, manifest, templates) if fresh_state else None
+    if replayed is None:
+        run = _Run(
+            files,
+            cache,
+            stages,
+            check or dry_run,
+            force,
+            adopted,
+            templates,
+            dict(sources or {}),
+            replace_sources,
+            dict(first or {}),
+        )
+        return run.regenerate(manifest)
+    changes, warnings = replayed
+    written = not (check or dry_run)
+    if written and cache.dirty:  # files hashed again: save their stats for the next run
+        with stages("write"), files.lock():
+            warnings += _save(files, cache)
+    return GenerateResult(changes, written, warnings, stages.seconds)
+
+
+def _save(files: ProjectFiles, cache: GenerateCache) -> list[str]:
+    """Save the cache if it learned something; a warning if it could not be saved."""
+    if not cache.dirty:
+        return []
+    problem = cache.save(files)
+    return [problem] if problem else []
+
+
+@dataclass
+class _Run:
+    """A run where something may have changed: validate, render what changed, plan, write."""
+
+    files: ProjectFiles
+    cache: GenerateCache
+    stages: Stages
+    plan_only: bool
+    force: bool
+    adopt: frozenset[str]
+    templates: Path | None
+    sources: dict[str, str]
+    replace_sources: bool = False
+    first: dict[str, Context] = field(default_factory=dict)
+
+    def regenerate(self, manifest: Manifest) -> GenerateResult:
+        files, cache, stages = self.files, self.cache, self.stages
+        with stages("load"):
+            # Imported here: a run that replays a settled plan needs none of this (see the docstring).
+            from .api.context import spec_path
+            from .keys import artifact_keys
+            from .outputs import remember_outputs, render_outputs
+            from .overrides import override_warnings
+            from .project import load_project
+            from .render import builtin_templates_dir
+            from .targets.project import collect_artifacts, removal_refused
+
+        with stages("validate"):
+            project = load_project(files.root, self.sources, cache)
+        with stages("load"):
+            folder = self.templates or project.config.templates
+            warnings = override_warnings(files.root, folder)
+            template_digest = templates_digest(builtin_templates_dir(), folder)
+            fresh = frozenset(self.sources)
+            artifacts = with_first(collect_artifacts(project, fresh), self.first)
+            keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
+        rendered = render_outputs(
+            artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
+        )
+        authority = Authority(
+            functools.partial(removal_refused, project.config),
+            self.force,
+            _adoptable(rendered, self.adopt, project.root),
+            frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
+        )
+        plan = functools.partial(self._plan, rendered, authority)
+        with stages("write"):
+            changes = plan(manifest)
+            if manifest.damage:
+                warnings.append(
+                    f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read"
+                )
+            if self.plan_only or any(c.action.stops for c in changes):
+                return GenerateResult(changes, False, warnings, stages.seconds)
+            remember_outputs(cache, rendered, keys)
+            settle = functools.partial(
+                self._settle, project.digests, warnings, template_digest, folder
+            )
+            if not needs_writing(files, changes, manifest):
+                settle(changes, manifest)
+                if cache.dirty:
+                    with files.lock():
+                        warnings += _save(files, cache)
+                return GenerateResult(changes, True, warnings, stages.seconds)
+            with files.lock():
+                # Another run may have written since the plan above: plan again under the lock.
+                cache.forget_texts()
+                manifest = Manifest.load(files)
+                changes = plan(manifest)
+                if any(c.action.stops for c in changes):
+                    return GenerateResult(changes, False, warnings, stages.seconds)
+                apply_changes(files, changes, manifest, cache.wrote)
+                if not self.sources and not self.adopt:
+                    # what the next run plans, unless something changes meanwhile
+                    settle(plan(manifest), manifest)
+                warnings += _save(files, cache)
+        return GenerateResult(changes, True, warnings, stages.seconds)
+
+    def _settle(
+        self,
+        digests: Mapping[str, str],
+        warnings: list[str],
+        template_digest: str,
+        folder: Path | None,
+        plan: list[Change],
+        manifest: Manifest,
+    ) -> None:
+        """Record `plan` for the next run to replay, if it writes nothing; forget files out of play."""
+        specs = {path: sha for path, sha in digests.items() if path != CONFIG_FILE}
+        replayable = not self.sources and not self.adopt and not manifest.damage
+        if replayable and not needs_writing(self.files, plan, manifest):
+            settled.record(
+                self.files,
+                self.cache,
+                plan,
+                warnings,
+                specs,
+                template_digest,
+                folder,
+                self.templates,
+            )
+        in_play = {c.path for c in plan} | set(digests) | {MANIFEST_FILE, EJECTED_FILE}
+        self.cache.keep_files(in_play)
+
+    def _plan(
+        self, rendered: list[Rendered], authority: Authority, manifest: Manifest
+    ) -> list[Change]:
+        return plan_changes(
+            self.files,
+            rendered,
+            manifest,
+            authority,
+            self.sources,
+            self.cache.disk(self.files),
+            replace_sources=self.replace_sources,
+        )
+
+
+def with_first(artifacts: list[Artifact], first: Mapping[str, Context] | None) -> list[Artifact]:
+    """`artifacts`, the user files named in `first` starting from these template variables
+    instead of the starter's (Note [Keeping kernels]: an imported op's kernel calls the user's)."""
+    if not first:
+        return artifacts
+    return [
+        (
+            dataclasses.replace(
+                a,
+                make_initial_context=functools.partial(_first_context, a, first[a.path]),
+            )
+            if a.owner is Owner.USER and a.path in first
+            else a
+        )
+        for a in artifacts
+    ]
+
+
+def _first_context(artifact: Artifact, extra: Context) -> Context:
+    return {**artifact.context, **extra}
 
 
 def _adoptable(rendered: list[Rendered], adopt: Iterable[str], root: Path) -> frozenset[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, Batch, ProjectFiles
+from .inputs import EJECTED_FILE
 from .manifest import digest
 from .render import builtin_templates_dir
 from .spec.config import CONFIG_FILE, build_config
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 DEFAULT_FOLDER = "templates"
-_RECORD = f"{STATE_DIR}/ejected.json"
+_RECORD = EJECTED_FILE
 _ORIGINALS = f"{STATE_DIR}/ejected"
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
@@ -40,23 +41,87 @@ from .manifest import Entry, Manifest, digest
 from .merge import FENCE_MARK, has_conflict_markers, is_placeholder, merge3
 from .targets import GENERATED_MARK, Owner
 
-__all__ = ["Rendered", "Authority", "plan_changes", "BACKUP_DIR"]
+__all__ = ["Rendered", "Disk", "Authority", "plan_changes", "BACKUP_DIR"]
 
 BACKUP_DIR = f"{STATE_DIR}/backup"
 
 
-@dataclass(frozen=True)
 class Rendered:
-    """One artifact as rendered and formatted, ready to plan against the disk and the manifest."""
+    """One artifact as rendered and formatted, ready to plan against the disk and the manifest.
 
-    path: str
-    owner: Owner
-    source: str
-    content: str  # the render: a generated file's text, a user file's scaffold (its merge base)
-    render_sha: str = ""
-    initial: str | None = (
-        None  # a fresh user file's first text when it differs from the scaffold (a starter body)
-    )
+    `content` is a generated file's text or a user file's scaffold (its merge
+    base); `initial` a fresh user file's first text when it differs from the
+    scaffold (a starter body). An output the run did not render (Note
+    [Generate cache] in inputs.py) is known by `sha`, the digest of its text,
+    until the plan needs the text itself: then `load` provides it.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        owner: Owner,
+        source: str,
+        content: str | None = None,
+        render_sha: str = "",
+        initial: str | None = None,
+        *,
+        sha: str | None = None,
+        load: Callable[[], str] | None = None,
+    ) -> None:
+        if content is None and (sha is None or load is None):
+            raise ValueError("a Rendered needs its content, or its digest and a way to load it")
+        self.path = path
+        self.owner = owner
+        self.source = source
+        self.render_sha = render_sha
+        self.initial = initial
+        self._content = content
+        self._sha = sha
+        self._load = load
+
+    @property
+    def content(self) -> str:
+        if self._content is None:
+            assert self._load is not None
+            self._content = self._load()
+        return self._content
+
+    @property
+    def sha(self) -> str:
+        """The digest of `content` (Note [Manifest journal] compares files by it)."""
+        if self._sha is None:
+            self._sha = digest(self.content)
+        return self._sha
+
+    def __repr__(self) -> str:
+        return f"Rendered({self.path!r}, {self.owner.value}, sha={self.sha[:12]})"
+
+
+class Disk(Protocol):
+    """What the plan reads of the project: files' texts, or only their digests when that suffices."""
+
+    def read(self, rel: str) -> str | None:
+        """The file's text; None when it is not there."""
+        ...
+
+    def digest(self, rel: str) -> str | None:
+        """The digest of the file's text; None when it is not there."""
+        ...
+
+
+class _PlainDisk:
+    def __init__(self, files: ProjectFiles) -> None:
+        self.files = files
+        self._texts: dict[str, str | None] = {}
+
+    def read(self, rel: str) -> str | None:
+        if rel not in self._texts:
+            self._texts[rel] = self.files.read_text(rel)
+        return self._texts[rel]
+
+    def digest(self, rel: str) -> str | None:
+        text = self.read(rel)
+        return None if text is None else digest(text)
 
 
 def _same(a: str, b: str) -> bool:
@@ -86,6 +151,8 @@ def plan_changes(
     manifest: Manifest,
     authority: Authority,
     sources: Mapping[str, str] | None = None,
+    disk: Disk | None = None,
+    *,
     replace_sources: bool = False,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
@@ -93,38 +160,40 @@ def plan_changes(
     `sources` are new project files (path -> text) that `opgen new` composed: a
     spec, and `opgen.toml` for a new project. They are created, never tracked;
     `replace_sources` lets them replace files already there (`opgen import --force`).
+    `disk` reads the files (by default straight from `files`); a generated file
+    whose digest matches the render is unchanged without its text being read.
+    An unchanged generated file's change carries no texts (`old`, `new` None).
     """
+    disk = disk or _PlainDisk(files)
     changes = [
-        _plan_source(path, text, files.read_text(path), replace_sources)
+        _plan_source(path, text, disk.read(path), replace_sources)
         for path, text in sorted((sources or {}).items())
     ]
-    current = {r.path: files.read_text(r.path) for r in rendered}
-    lost = _record_lost(manifest, rendered, current)
+    wanted = {r.path for r in rendered}
+    lost = _record_lost(manifest, rendered, disk)
     for item in rendered:
         previous = manifest.files.get(item.path)
         if item.owner is Owner.GENERATED:
-            changes.append(_plan_generated(item, current[item.path], previous, authority, lost))
+            changes.append(_plan_generated(item, disk, previous, authority, lost))
         else:
-            changes.append(_plan_user(item, current[item.path], previous, authority, lost))
+            changes.append(_plan_user(item, disk.read(item.path), previous, authority, lost))
     for path, entry in sorted(manifest.files.items()):
-        if path not in current:
-            changes.append(_plan_orphan(files, path, entry, authority))
+        if path not in wanted:
+            changes.append(_plan_orphan(disk, path, entry, authority))
     return changes
 
 
-def _record_lost(
-    manifest: Manifest, rendered: list[Rendered], current: dict[str, str | None]
-) -> str:
+def _record_lost(manifest: Manifest, rendered: list[Rendered], disk: Disk) -> str:
     """Why the records of files opgen wrote are gone ("" when they are not). Note [Lost records]."""
     if manifest.damage:
         return f".opgen/manifest.json {manifest.damage}"
+    if not manifest.missing:
+        return ""  # files are read only when the answer depends on them
     generated_here = any(
-        r.owner is Owner.GENERATED and GENERATED_MARK in (current[r.path] or "")[:300]
+        r.owner is Owner.GENERATED and GENERATED_MARK in (disk.read(r.path) or "")[:300]
         for r in rendered
     )
-    if manifest.missing and generated_here:
-        return ".opgen/manifest.json is missing"
-    return ""
+    return ".opgen/manifest.json is missing" if generated_here else ""
 
 
 def _clean_path(path: str) -> bool:
@@ -154,12 +223,12 @@ def _plan_source(path: str, text: str, current: str | None, replace: bool = Fals
     )
 
 
-def _plan_orphan(files: ProjectFiles, path: str, entry: Entry, authority: Authority) -> Change:
+def _plan_orphan(disk: Disk, path: str, entry: Entry, authority: Authority) -> Change:
     """A file the manifest lists that no spec (or template) makes any more."""
     if not _clean_path(path):
         note = ".opgen/manifest.json lists it, but it is not a path inside the project; ignored"
         return Change(path, Action.SPARE, None, None, None, note)
-    current = files.read_text(path)
+    current = disk.read(path)
     if entry.owner == Owner.USER:
         if current is None:
             return Change(path, Action.KEEP, None, None, None)
@@ -195,14 +264,17 @@ def _plan_orphan(files: ProjectFiles, path: str, entry: Entry, authority: Author
 
 
 def _plan_generated(
-    item: Rendered, current: str | None, previous: Entry | None, authority: Authority, lost: str
+    item: Rendered, disk: Disk, previous: Entry | None, authority: Authority, lost: str
 ) -> Change:
-    entry = Entry(Owner.GENERATED, item.source, digest(item.content), item.render_sha)
-    if current is None:
+    entry = Entry(Owner.GENERATED, item.source, item.sha, item.render_sha)
+    current_sha = disk.digest(item.path)
+    if current_sha is None:
         return Change(item.path, Action.CREATE, None, item.content, entry)
-    if _same(current, item.content):
-        return Change(item.path, Action.UNCHANGED, current, current, entry)
-    if previous is not None and digest(current) == previous.sha256:
+    if current_sha == item.sha:  # digests ignore CRLF vs LF, as `_same` does
+        return Change(item.path, Action.UNCHANGED, None, None, entry)
+    current = disk.read(item.path)
+    assert current is not None
+    if previous is not None and current_sha == previous.sha256:
         return Change(item.path, Action.UPDATE, current, item.content, entry)
     if authority.force:
         note = f"your edits were overwritten (--force); the old file is saved as {BACKUP_DIR}/{item.path}"
@@ -277,7 +349,7 @@ def _plan_user(
         return Entry(
             Owner.USER,
             item.source,
-            digest(scaffold),
+            item.sha,
             item.render_sha,
             base=scaffold,
             written=digest(written),

@@ -4,83 +4,45 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from .cache import GenerateCache
 from .errors import Diagnostic, OpgenError
-from .fs import STATE_DIR
+from .fs import STATE_DIR, ProjectFiles
+from .inputs import OPS_DIR, combine, find_root, spec_files
+from .manifest import digest
 from .project_checks import project_problems
 from .spec.config import CONFIG_FILE, build_config
-from .spec.load import load_toml
+from .spec.load import LoadedToml, load_toml, read_text
 from .spec.model import OpSpec, ProjectConfig
+from .spec.serial import op_from_json, op_to_json
 from .spec.validate import build_op_spec
 
 __all__ = ["Project", "find_root", "load_project", "OPS_DIR"]
 
-OPS_DIR = "ops"
-
 
 @dataclass(frozen=True)
 class Project:
-    """A validated project: its opgen.toml and every op spec."""
+    """A validated project: its opgen.toml and every op spec.
+
+    `digests`: project-relative path -> digest of the text it was loaded from
+    (opgen.toml and every spec), for the keys of Note [Generate cache].
+    """
 
     config: ProjectConfig
     ops: tuple[OpSpec, ...]
+    digests: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
         return self.config.root
 
 
-def find_root(start: Path) -> Path | None:
-    """The first folder holding opgen.toml: `start` or one of its parents; None when there is none."""
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
-            return folder
-    return None
-
-
 # Spec file names end up in generated headers, comments and test messages.
 _SPEC_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.toml\Z")
-
-
-def _spec_files(root: Path, new: Iterable[str]) -> tuple[list[Diagnostic], list[Path]]:
-    """The specs under ops/ (and new ones about to be written); hidden files (editor locks and backups) are skipped.
-
-    `ops` that is not a real, readable folder is an error, never "no specs":
-    a project that seems to have none would lose every generated file.
-    """
-    folder = root / OPS_DIR
-    names: list[str] = []
-    problem: tuple[str, str] | None = None
-    try:
-        mode = os.lstat(folder).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is None:
-        pass
-    elif stat.S_ISLNK(mode):
-        problem = (
-            f"ops/ is a symlink (to {os.readlink(folder)}): opgen reads specs only from a real "
-            "folder, as a symlink could lead outside the project",
-            "make ops/ a real folder holding one spec per op",
-        )
-    elif not stat.S_ISDIR(mode):
-        problem = (
-            "ops is a file, not a folder: opgen reads one spec per op from the folder ops/",
-            "move the file away and make ops/ a folder holding the specs",
-        )
-    else:
-        try:
-            names = os.listdir(folder)
-        except OSError as exc:
-            problem = (f"cannot list ops/: {exc.strerror}", "make the folder ops/ readable")
-    found = {folder / n for n in names if n.endswith(".toml") and not n.startswith(".")}
-    found |= {root / rel for rel in new if Path(rel).parent == Path(OPS_DIR)}
-    problems = [Diagnostic(folder, None, *problem)] if problem else []
-    return problems, sorted(found)
 
 
 def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]:
@@ -93,7 +55,15 @@ def _confinement_problems(root: Path, config: ProjectConfig) -> list[Diagnostic]
     problems: list[Diagnostic] = []
     pkg = config.package
     seen: set[str] = set()
-    folders = ("tests", STATE_DIR, pkg, f"{pkg}/_generated", f"{pkg}/kernels", "csrc")
+    folders = (
+        "tests",
+        STATE_DIR,
+        pkg,
+        f"{pkg}/_generated",
+        f"{pkg}/kernels",
+        f"{pkg}/sharding_rules",
+        "csrc",
+    )
     for rel in folders:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):
@@ -143,39 +113,143 @@ def _file_problems(root: Path, files: list[Path]) -> tuple[list[Diagnostic], lis
     return problems, good
 
 
-def load_project(root: Path, sources: Mapping[str, str] | None = None) -> Project:
+def load_project(
+    root: Path, sources: Mapping[str, str] | None = None, cache: GenerateCache | None = None
+) -> Project:
     """Load and validate the project at `root`: every spec and every check across specs.
 
     All problems are collected into one list and raised together (OpgenError),
     before anything is rendered or written. `sources` (project-relative path ->
     text) are files about to be written, e.g. a new spec and opgen.toml: they
-    are validated as if they were on disk.
+    are validated as if they were on disk. With a `cache`, a spec validated by
+    an earlier run with the same text, opgen.toml, opgen and op names is not
+    validated again (Note [Generate cache] in inputs.py), and the cache learns
+    the specs validated now.
     """
     root = root.resolve()
     sources = sources or {}
-    config = build_config(load_toml(root / CONFIG_FILE, sources.get(CONFIG_FILE)))
+    config_path = root / CONFIG_FILE
+    config = build_config(load_toml(config_path, sources.get(CONFIG_FILE)))
+    digests: dict[str, str] = {}
+    read = _reader(root, cache)
+    config_text = read(CONFIG_FILE, sources.get(CONFIG_FILE))
+    if config_text is not None:
+        digests[CONFIG_FILE] = digest(config_text)
     problems = _confinement_problems(root, config)
-    folder_problems, listed = _spec_files(root, sources)
+    folder_problems, listed = spec_files(root, sources)
     file_problems, files = _file_problems(root, listed)
     problems += folder_problems + file_problems
-    docs = []
+    specs: list[_Spec] = []
     for path in files:
+        rel = path.relative_to(root).as_posix()
         try:
-            docs.append(load_toml(path, sources.get(path.relative_to(root).as_posix())))
-        except OpgenError as exc:
-            problems.extend(exc.diagnostics)
-    op_names = frozenset(_declared_name(d.data) for d in docs) - {None}
+            text = read(rel, sources.get(rel))
+        except OpgenError:
+            text = None  # load_toml reports it
+        sha = digest(text) if text is not None else None
+        if sha is not None:
+            digests[rel] = sha
+        record = cache.specs.get(rel) if cache is not None and sha is not None else None
+        spec = _Spec(path, rel, sha, record if record and record.get("sha") == sha else None)
+        if spec.record is None:
+            try:
+                spec.doc = load_toml(path, sources.get(rel))
+            except OpgenError as exc:
+                problems.extend(exc.diagnostics)
+                continue
+        specs.append(spec)
+    op_names = frozenset(s.name for s in specs if s.name is not None)
+    names = combine(sorted(op_names))
     ops: list[OpSpec] = []
-    for doc in docs:
-        try:
-            ops.append(build_op_spec(doc, config, op_names))  # type: ignore[arg-type]
-        except OpgenError as exc:
-            problems.extend(exc.diagnostics)
+    for spec in specs:
+        key = (
+            combine([cache.env, digests.get(CONFIG_FILE, ""), spec.sha or "", names])
+            if cache
+            else ""
+        )
+        op = spec.restore(key, root)
+        if op is None:
+            try:
+                spec.doc = spec.doc or load_toml(spec.path, sources.get(spec.rel))
+                op = build_op_spec(spec.doc, config, op_names)
+            except OpgenError as exc:
+                problems.extend(exc.diagnostics)
+                continue
+        spec.key, spec.op = key, op
+        ops.append(op)
     problems.extend(project_problems(root, ops, config.cpp_target))
     if problems:
         # one block per file, each file's problems in the order found
         raise OpgenError(sorted(problems, key=lambda d: str(d.path or "")))
-    return Project(config, tuple(ops))
+    if cache is not None:
+        _remember_specs(cache, specs, root)
+    return Project(config, tuple(ops), digests)
+
+
+def _reader(root: Path, cache: GenerateCache | None) -> Callable[[str, str | None], str | None]:
+    """Reads a project file's text, or takes the text it is about to have; None for a file that
+    is not a regular file (load_toml reports it). Through the cache when there is one, so that
+    the next run knows the file by its stat."""
+    files = ProjectFiles(root)
+
+    def read(rel: str, source: str | None) -> str | None:
+        if source is not None:
+            return source
+        path = root / rel
+        if not path.is_file():
+            return None
+        return cache.read(files, rel) if cache is not None else read_text(path)
+
+    return read
+
+
+@dataclass
+class _Spec:
+    """One spec file on its way to an OpSpec: from the cache (`record`) or validated (`doc`)."""
+
+    path: Path
+    rel: str
+    sha: str | None
+    record: dict[str, Any] | None
+    doc: LoadedToml | None = None
+    key: str = ""
+    op: OpSpec | None = None
+
+    @property
+    def name(self) -> str | None:
+        if self.record is not None:
+            name = self.record.get("name")
+            return name if isinstance(name, str) else None
+        return _declared_name(self.doc.data) if self.doc is not None else None
+
+    def restore(self, key: str, root: Path) -> OpSpec | None:
+        """The model cached for this very key; None when there is none (or it is damaged)."""
+        if self.record is None or not key or self.record.get("key") != key:
+            return None
+        try:
+            return op_from_json(self.record["op"], root)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def _remember_specs(cache: GenerateCache, specs: list[_Spec], root: Path) -> None:
+    """Keep the model of every spec of this valid project; forget specs that are gone."""
+    records = {}
+    for spec in specs:
+        if spec.op is None or spec.sha is None:
+            continue
+        old = cache.specs.get(spec.rel)
+        if old is not None and old.get("key") == spec.key and old.get("sha") == spec.sha:
+            records[spec.rel] = old
+        else:
+            try:
+                model = op_to_json(spec.op, root)
+            except TypeError:  # a part of the model the cache cannot store: validate it each run
+                continue
+            records[spec.rel] = {"sha": spec.sha, "key": spec.key, "name": spec.name, "op": model}
+    if records != cache.specs:
+        cache.specs = records
+        cache.dirty = True
 
 
 def _declared_name(data: dict) -> str | None:

@@ -13,8 +13,9 @@ from .api.cpp import arg_type
 from .errors import Diagnostic
 from .spec.dialect.types import TypeKind
 from .spec.model import OpSpec
+from .spec.sharding import called_ops
 
-__all__ = ["project_problems", "duplicate_problems", "cpp_problems"]
+__all__ = ["project_problems", "duplicate_problems", "cpp_problems", "sharding_problems"]
 
 _STABLE_HINT = (
     'set cpp_target = "classic" for this op; all C++ ops of a project share one target, '
@@ -24,7 +25,9 @@ _STABLE_HINT = (
 
 def project_problems(root: Path, ops: list[OpSpec], cpp_target: str) -> list[Diagnostic]:
     """Every cross-spec and C++ target problem of `ops`."""
-    return duplicate_problems(root, ops) + cpp_problems(ops, cpp_target)
+    return (
+        duplicate_problems(root, ops) + cpp_problems(ops, cpp_target) + sharding_problems(root, ops)
+    )
 
 
 def _shown(root: Path, path: Path) -> str:
@@ -123,4 +126,35 @@ def cpp_problems(ops: list[OpSpec], project_target: str) -> list[Diagnostic]:
                     f'set [options] cpp_target = "{op.cpp_target}" in opgen.toml for every op, or remove cpp_target from this spec',
                 )
             )
+    return problems
+
+
+def sharding_problems(root: Path, ops: list[OpSpec]) -> list[Diagnostic]:
+    """An op with a sharding rule whose gradient formulas call an op without one.
+
+    Its forward would run on DTensors and its backward fail, at `backward()`
+    only, with "Operator ... does not have a sharding strategy registered".
+    """
+    problems: list[Diagnostic] = []
+    by_name: dict[str, list[OpSpec]] = {}
+    for op in ops:
+        by_name.setdefault(op.name, []).append(op)
+    for op in ops:
+        if op.sharding is None:
+            continue
+        for formula in op.grads:
+            inputs = {a.name for a in op.args}
+            for name in called_ops(formula.expression, frozenset(by_name) - inputs):
+                missing = [other for other in by_name[name] if other.sharding is None]
+                if missing:
+                    problems.append(
+                        Diagnostic(
+                            op.path,
+                            formula.line,
+                            f"the gradient formula for {', '.join(formula.inputs)!r} calls "
+                            f"{name}, which has no sharding rule: backward on DTensors would fail",
+                            f"add a [sharding] table to {_shown(root, missing[0].path)} "
+                            '(e.g. rule = "elementwise"), or remove [sharding] from this spec',
+                        )
+                    )
     return problems

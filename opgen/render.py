@@ -17,6 +17,7 @@ from outside the project into generated code.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,28 @@ class Renderer:
             keep_trailing_newline=True,
             autoescape=False,
         )
+        self._builtin: dict[str, bool] = {}
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether `name` renders from built-in sources only: no override of it or of any
+        template it includes or imports (their output is black-stable: opgen/format.py)."""
+        if self.override_dir is None or not os.path.lexists(self.override_dir):
+            return True  # no override folder: nothing to look for
+        if name not in self._builtin:
+            self._builtin[name] = self._overrides_none_of(name, set())
+        return self._builtin[name]
+
+    def _overrides_none_of(self, name: str, seen: set[str]) -> bool:
+        import jinja2.meta
+
+        if name in seen:
+            return True
+        seen.add(name)
+        if self.override_dir is not None and os.path.lexists(self.override_dir / name):
+            return False  # an override (or anything in its place: the loader judges it)
+        source = (builtin_templates_dir() / name).read_text(encoding="utf-8")
+        referenced = jinja2.meta.find_referenced_templates(self.env.parse(source))
+        return all(ref is not None and self._overrides_none_of(ref, seen) for ref in referenced)
 
     def template_path(self, name: str) -> Path:
         if self.override_dir is not None and (self.override_dir / name).is_file():

@@ -8,13 +8,18 @@ in fs.py, Note [Manifest journal] in manifest.py).
 from __future__ import annotations
 
 import difflib
+import os
+from collections.abc import Callable
 
 from .changes import Action, Change
 from .fs import Batch, ProjectFiles
 from .manifest import MANIFEST_FILE, Manifest
 from .plan import BACKUP_DIR
 
-__all__ = ["apply_changes", "needs_writing", "unified_diff"]
+__all__ = ["apply_changes", "needs_writing", "unified_diff", "Written"]
+
+# hears of every file a run wrote (its status and text) or removed (None, None)
+Written = Callable[[str, os.stat_result | None, str | None], None]
 
 
 def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
@@ -29,6 +34,7 @@ def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
             n += 1
         batch.rename(target, f"{target}.{n}")
     batch.write(target, text)
+    batch.fence()  # the backup is on disk before the file it saves is replaced
 
 
 def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
@@ -49,12 +55,16 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
     return files.read_text(MANIFEST_FILE) != _settled(manifest, changes).dumps()
 
 
-def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest) -> None:
+def apply_changes(
+    files: ProjectFiles, changes: list[Change], manifest: Manifest, written: Written | None = None
+) -> None:
     """Write every change, then the manifest; call under `files.lock()`.
 
     Every new text (backups and the manifest journal included) is staged before
     the first rename (Note [Staged writes] in fs.py): an I/O error while staging
     raises OpgenError and leaves the project as it was. Note [Manifest journal].
+    `written(path, status, text)` hears of every file written or removed (the
+    generate cache keeps their status, so the next run need not read them).
     """
     manifest.pending = {c.path: c.entry for c in changes if c.writes and c.entry is not None}
     manifest.pending.update(
@@ -64,6 +74,7 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
     batch = files.batch()
     if manifest.pending:
         batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file
+        batch.fence()
     for change in changes:
         if change.backup and change.old is not None:
             _backup(files, batch, change.path, change.old)
@@ -73,11 +84,16 @@ def apply_changes(files: ProjectFiles, changes: list[Change], manifest: Manifest
             batch.remove(change.path)
     batch.stage()
     batch.commit()
+    if written is not None:
+        for path, info, text in batch.written:
+            written(path, info, text)
     manifest.files = _settled(manifest, changes).files
     manifest.pending = {}
     text = manifest.dumps()
     if files.read_text(MANIFEST_FILE) != text:
-        files.write_text(MANIFEST_FILE, text)
+        info = files.write_text(MANIFEST_FILE, text)
+        if written is not None:
+            written(MANIFEST_FILE, info, text)
 
 
 def unified_diff(change: Change) -> str:

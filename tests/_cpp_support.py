@@ -93,5 +93,5 @@ for name, call in calls.items():
         call()
     except RuntimeError as exc:
         assert "typ::%%s is not implemented on CPU" %% name in str(exc), str(exc)
-        print("unboxed", name)
+    print("unboxed", name)
 """

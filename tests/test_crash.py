@@ -54,11 +54,11 @@ def _finish(proc: subprocess.Popen) -> None:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    """Every file but the lock and the writer's temporary files."""
+    """Every file but the lock, the writer's temporary files and the cache (which names its folder)."""
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != "lock" and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+        if p.is_file() and p.name != "lock" and not (p.name.startswith(".") and p.name.endswith(".tmp")) and not p.relative_to(root).as_posix().startswith(".opgen/cache/")
     }
 
 

@@ -45,9 +45,9 @@ def test_signature_keeps_kwarg_only_and_defaults():
     op = simple_op('(Tensor x, int[] k=[1,2], *, float alpha=0.5, str mode="a") -> Tensor')
     assert (
         py.signature(op)
-        == "x: Tensor, k: Sequence[int] = (1, 2), *, alpha: float = 0.5, mode: str = 'a'"
+        == 'x: Tensor, k: Sequence[int] = (1, 2), *, alpha: float = 0.5, mode: str = "a"'
     )
-    assert py.signature(op, annotate=False) == "x, k=(1, 2), *, alpha=0.5, mode='a'"
+    assert py.signature(op, annotate=False) == 'x, k=(1, 2), *, alpha=0.5, mode="a"'
     assert py.call_arguments(op) == "x, k, alpha=alpha, mode=mode"
 
 
@@ -106,7 +106,7 @@ def test_kwarg_only_inputs_come_from_keyword_only_inputs():
         "x = {shape = [2]}\nalpha = 2.0",
     )
     assert plan.setup_params == "ctx, inputs, output, keyword_only_inputs"
-    assert "alpha = keyword_only_inputs['alpha']" in plan.setup_lines
+    assert 'alpha = keyword_only_inputs["alpha"]' in plan.setup_lines
 
 
 def test_needs_input_grad_is_padded_for_stripped_defaults():

@@ -107,3 +107,24 @@ def test_version_and_help_without_type_placeholders():
 def test_python_m_opgen_runs():
     out = subprocess.run([sys.executable, "-m", "opgen", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "generate" in out.stdout
+
+
+@pytest.mark.parametrize("flags", [[], ["--check"], ["--dry-run"], ["--force", "--check"], ["--timings"]])
+def test_generate_without_typer_matches_typer(tmp_path, flags):
+    """`opgen generate` with on/off flags skips typer's parsing (Note [Direct generate] in cli.py): same output, same exit code."""
+    import re
+
+    for way in ("typer", "direct"):
+        root = tmp_path / way
+        root.mkdir()
+        assert run_cli("new", "mylib::foo", cwd=root).exit_code == 0
+        spec = root / "ops/foo.toml"
+        spec.write_text(spec.read_text().replace("torch.sin(x)", "torch.sin(x) * 1"))
+    typer_run = run_cli("generate", *flags, cwd=tmp_path / "typer")
+    direct = subprocess.run([sys.executable, "-X", "importtime", "-m", "opgen", "generate", *flags], cwd=tmp_path / "direct", capture_output=True, text=True, timeout=120)
+    assert direct.returncode == typer_run.exit_code
+    seconds = re.compile(r"\d+\.\d+ s")
+    errors = "".join(line + "\n" for line in direct.stderr.splitlines() if not line.startswith("import time:"))
+    lines = lambda text: sorted(seconds.sub("", text).splitlines())  # noqa: E731 (stdout and stderr interleave)
+    assert lines(direct.stdout + errors) == lines(typer_run.output)
+    assert "pydantic" not in direct.stderr  # typer's option parsing imports it

@@ -2,8 +2,9 @@
 
 Every generated Python file of the reference set (`generated_example/`) and every
 generated Python output pinned by the template cases goes through ruff's F401
-(unused import). User-owned kernel stubs are left out: they are scaffolds whose
-imports later runs merge into the user's edits, so they stay stable.
+(unused import) and F821 (undefined name: an import a template leaves out).
+User-owned kernel stubs are left out: they are scaffolds whose imports later
+runs merge into the user's edits, so they stay stable.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _unused_imports(files: dict[str, str], tmp_path: Path) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     run = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "F401", "--output-format", "concise", *files],
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "F401,F821", "--output-format", "concise", *files],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode in (0, 1), run.stderr
@@ -60,6 +61,8 @@ def _unused_imports(files: dict[str, str], tmp_path: Path) -> str:
 def test_the_linter_finds_an_unused_import(tmp_path: Path) -> None:
     found = _unused_imports({"m.py": "import math\nimport torch\n\nprint(torch)\n"}, tmp_path)
     assert "m.py:1:8: F401" in found and "torch" not in found
+    found = _unused_imports({"n.py": "def f():\n    return Partial()\n"}, tmp_path)
+    assert "n.py:2:12: F821" in found
 
 
 @pytest.mark.parametrize("source", ["reference set", "template cases"])

@@ -45,5 +45,5 @@ def test_help_imports_no_heavy_module(tmp_path: Path) -> None:
     assert run.returncode == 0 and "generate" in run.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "opgen.cli" in imported and "opgen.commands.generate" in imported
-    heavy = sorted(m for m in imported if m.split(".")[0] in ("torch", "torchgen", "jinja2", "black", "numpy"))
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("torch", "torchgen", "jinja2", "black", "numpy", "rich", "markdown_it"))
     assert not heavy, heavy

@@ -44,6 +44,9 @@ def contexts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
         for path, text in compose_new_op(root, name, schema, backend, devices).sources.items():
             if name == "mylib::scaled":
                 text = text.replace("backend =", "per_device = true\nbackend =", 1)
+                text += '\n[sharding]\nrule = "custom"\n'  # a user function, keyed on alpha
+            if name == "mylib::addmut":
+                text += '\n[sharding]\nrule = "elementwise"\n'  # keeps the mutated x
             (root / path).parent.mkdir(exist_ok=True)
             (root / path).write_text(text)
     variables: dict[str, set[str]] = {}

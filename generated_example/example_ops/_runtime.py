@@ -48,9 +48,9 @@ def _warn_once() -> None:
     if MISSING and not _warned:
         _warned = True
         warnings.warn(
-            f"example_ops: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the operators' "
-            "wrappers take the regular dispatch path instead (the same results, slower). Regenerate the project "
-            "with a newer opgen.",
+            f"{__package__}: this torch ({torch.__version__}) lacks {', '.join(MISSING)}; the "
+            "operators' wrappers take the regular dispatch path instead (the same results, "
+            "slower). Regenerate the project with a newer opgen.",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -75,7 +75,8 @@ _warn_once()
 if MISSING:
 
     def _regular_path(*args: Any) -> bool:
-        """Answers "requires grad" and "transforms active" alike, so every call takes the regular path."""
+        """Answers "requires grad" and "transforms active" alike: every call takes the regular
+        path."""
         return True
 
     def _not_excluded(key: Any) -> bool:
@@ -99,7 +100,8 @@ else:
 
 
 def direct_call(handle: Any) -> Any:
-    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else the overload."""
+    """The overload's C++ callable (it skips the Python frame of `OpOverload.__call__`), else
+    the overload."""
     call = getattr(handle, "_op", None)
     if call is None:
         if "torch._ops.OpOverload._op" not in MISSING:
@@ -131,7 +133,9 @@ def no_gradient(message: str) -> NoReturn:
 
 
 def register_below_autograd(lib: torch.library.Library, name: str, handle: Any) -> None:
-    """Register `handle`'s Autograd kernel: run the op below autograd (Note [Mutating ops that return])."""
+    """Register `handle`'s Autograd kernel: it runs the op below autograd.
+
+    Note [Mutating ops that return] says why."""
     if not hasattr(torch._C, "_AutoDispatchBelowAutograd") or not hasattr(
         torch._C, "_after_autograd_keyset"
     ):

@@ -179,7 +179,8 @@ def check_reference(
 
 
 def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Positional arguments in schema order up to the first one the sample omits; the rest by keyword."""
+    """Positional arguments in schema order up to the first one the sample omits; the rest
+    by keyword."""
     kwargs = dict(kwargs)
     args = []
     for argument in op._schema.arguments:
@@ -192,8 +193,9 @@ def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 def check_private_bindings() -> None:
     """The private torch names the typed wrappers use (_runtime.py) all exist in this torch."""
     assert not MISSING, (
-        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers take the "
-        "regular dispatch path (correct, slower); regenerate the project with a newer opgen"
+        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers "
+        "take the regular dispatch path (correct, slower); regenerate the project with a newer "
+        "opgen"
     )
 
 
@@ -233,7 +235,8 @@ def _flat_outputs(value: Any) -> list[Any]:
 
 
 def check_aliases(op, samples, device, dtype, aliases) -> None:
-    """Each annotated return is its argument (written, `Tensor(a!)`) or a view of it (`Tensor(a)`)."""
+    """Each annotated return is its argument (written, `Tensor(a!)`) or a view of it
+    (`Tensor(a)`)."""
     for index, kwargs in enumerate(materialize(samples, device, dtype)):
         result = op(**kwargs)
         results = result if isinstance(result, tuple) else (result,)

@@ -3,6 +3,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = Path(__file__).resolve().parent.parent
 
 # The project root holds the `example_ops` package; make it importable
@@ -16,6 +18,9 @@ os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-ee1020d5cd80")
 )
 
+# The processes of the distributed tests, started once per session (see dist_pool).
+_POOL = None
+
 
 def pytest_configure(config):
     # torch.utils.mkldnn, which Inductor imports for the compile tests, uses the deprecated
@@ -23,3 +28,32 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
     )
+    config.addinivalue_line(
+        "markers", "distributed: runs on 2 gloo processes (the DTensor sharding tests)"
+    )
+
+
+def pytest_collection_finish(session):
+    """Start the processes while the other tests run, if any distributed test is selected."""
+    global _POOL
+    wanted = any(item.get_closest_marker("distributed") for item in session.items)
+    if wanted and not session.config.option.collectonly:
+        from example_ops._dist_pool import DistPool
+
+        _POOL = DistPool(world_size=2)
+        _POOL.launch()
+
+
+def pytest_sessionfinish(session):
+    if _POOL is not None:
+        _POOL.close()
+
+
+@pytest.fixture(scope="session")
+def dist_pool():
+    """The 2 processes every distributed test of this session runs on."""
+    if _POOL is None:
+        pytest.fail(
+            "the distributed tests need the `distributed` marker (pytestmark in their module)"
+        )
+    return _POOL

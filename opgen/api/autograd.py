@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from ..spec.expr import names_used
 from ..spec.formulas import EXPR_GLOBALS, formula_names
 from ..spec.model import OpSpec
+from .literals import literal
 from .names import Namer
+from .pyexpr import unparse
 
 __all__ = ["AutogradPlan", "plan_autograd", "METADATA_ATTRS"]
 
@@ -167,12 +169,13 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     lists = [a.name for a in args if a.is_tensor_list]
     positional = [local[a.name] for a in args if not a.kwarg_only]
     if (needed or lists) and positional:
-        setup.append(f"{', '.join(positional)}{',' if len(positional) == 1 else ''} = inputs")
+        targets = f"({positional[0]},)" if len(positional) == 1 else ", ".join(positional)
+        setup.append(f"{targets} = inputs")
     for name in lists:
         setup.append(f"ctx.{ctx[name + '.count']} = len({local[name]})")
     for arg in args:
         if arg.kwarg_only and arg.name in needed:
-            setup.append(f"{local[arg.name]} = keyword_only_inputs[{arg.name!r}]")
+            setup.append(f"{local[arg.name]} = keyword_only_inputs[{literal(arg.name)}]")
     for arg in args:
         here = local[arg.name]
         if arg.name in full:
@@ -183,7 +186,7 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
             elif arg.is_tensor_list:
                 saved.append(f"*{here}")
                 end = _plus(offset, f"ctx.{ctx[arg.name + '.count']}")
-                unpack.append(f"{here} = list(_saved[{offset}:{end}])")
+                unpack.append(f"{here} = list(_saved[{_span(offset, end)}])")
                 offset = end
             else:
                 setup.append(f"ctx.{ctx[arg.name]} = {here}")
@@ -220,7 +223,7 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
         backward.append(f"{accumulators[name]} = [None] * ctx.{ctx[name + '.count']}")
     rewrite = _Rewrite(op, names, set(meta), ops)
     for f, tree in zip(op.grads, trees, strict=True):
-        code = ast.unparse(rewrite.visit(tree))
+        code = unparse(rewrite.visit(tree), f.expression)
         flags = [
             f"any(_needs[{index[name]}])" if name in lists else f"_needs[{index[name]}]"
             for name in f.inputs
@@ -233,9 +236,10 @@ def plan_autograd(op: OpSpec) -> AutogradPlan:
     if lists:
         # With a Tensor[] input torch checks the structure: return exactly one
         # gradient per argument received (stripped defaults are not received).
-        backward.append(f"return ({returns},)[: len(ctx.needs_input_grad)]")
+        returned = f"({returns},)" if len(args) == 1 else f"({returns})"
+        backward.append(f"return {returned}[: len(ctx.needs_input_grad)]")
     else:
-        backward.append(f"return {returns}{',' if len(args) == 1 else ''}")
+        backward.append(f"return ({returns},)" if len(args) == 1 else f"return {returns}")
     params = "ctx, inputs, output" + (
         ", keyword_only_inputs" if any(a.kwarg_only for a in args) else ""
     )
@@ -247,6 +251,11 @@ def _known_globals(op: OpSpec) -> set[str]:
     formula = formula_names(op.args, op.returns)
     names = {a.name for a in op.args} | set(EXPR_GLOBALS) | {formula.grads, *formula.results}
     return names | {n for n in (formula.grad, formula.result) if n}
+
+
+def _span(start: str, end: str) -> str:
+    """`start:end` as black spaces a slice: around the colon unless both bounds are plain numbers."""
+    return f"{start}:{end}" if start.isdigit() and end.isdigit() else f"{start} : {end}"
 
 
 def _plus(offset: str, amount: int | str) -> str:

@@ -25,10 +25,13 @@ from .fastpath import (
     runs_below_autograd,
 )
 from .imports import module_imports, runtime_imports, test_imports
+from .layout import wrapped
+from .literals import literal
 from .names import Namer
+from .pyexpr import expression
 from .testing import test_context
 
-__all__ = ["op_context", "project_context", "ops_list", "spec_path"]
+__all__ = ["op_context", "project_context", "package_context", "ops_list", "spec_path"]
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
@@ -39,7 +42,8 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
             {
                 "device": d,
                 "function": f"{module}_{d}",
-                "device_types": repr((d,)),
+                "def_lines": py.def_lines(op, f"{module}_{d}", kernel=True),
+                "device_types": literal((d,)),
                 "dispatch_key": DISPATCH_KEYS[d],
             }
             for d in op.devices
@@ -48,7 +52,8 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         {
             "device": d,
             "function": module,
-            "device_types": repr(tuple(op.devices)),
+            "def_lines": py.def_lines(op, module, kernel=True),
+            "device_types": literal(tuple(op.devices)),
             "dispatch_key": DISPATCH_KEYS[d],
         }
         for d in op.devices
@@ -86,7 +91,15 @@ def _internal_names(op: OpSpec) -> dict[str, str]:
 def _no_grad_message(op: OpSpec) -> str | None:
     """The Python literal of the message of a Python kernel that refuses backward (Note [Backward refusal])."""
     message = no_grad_message(op)
-    return None if message is None or refuses_backward_in_cpp(op) else repr(message)
+    return None if message is None or refuses_backward_in_cpp(op) else literal(message)
+
+
+def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
+    """One `torch._check` of the fake kernel (`torch` is what the module calls torch): its parts,
+    and the statement laid out as black does."""
+    code, message = expression(check), literal(f"{op.qualname}: expected {check}")
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
+    return {"expression": code, "message": message, "lines": lines}
 
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
@@ -125,18 +138,19 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "spec_path": path,
         "backend": op.backend,
         "registration": op.registration,
-        "devices": repr(list(op.devices)),
+        "devices": literal(list(op.devices)),
         "device_list": list(op.devices),
-        "schema_literal": repr(op.schema),
-        "full_schema_literal": repr(op.full_schema),
+        "schema_literal": literal(op.schema),
+        "full_schema_literal": literal(op.full_schema),
         "tags": _tags_literal(op),
         "library_reason": (
             custom_op_refusal(op.args, op.returns, op.overload) if op.backend == "python" else None
         ),
-        "mutated_names": repr(tuple(a.name for a in op.mutated)),
-        "differentiable_names": repr(differentiable),
+        "mutated_names": literal(tuple(a.name for a in op.mutated)),
+        "differentiable_names": literal(differentiable),
         "differentiable": list(differentiable),
         "signature": py.signature(op),
+        "wrapper_def": py.def_lines(op, op.name),
         "plain_signature": py.signature(op, annotate=False),
         "call_arguments": py.call_arguments(op),
         "return_annotation": py.return_annotation(op.returns),
@@ -146,15 +160,13 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "names": names,
         "kernels": _kernels(op),
         "kernel_functions": _kernel_functions(op),
-        "fake_checks": [
-            {"expression": c, "message": repr(f"{op.qualname}: expected {c}")}
-            for c in op.fake.checks
-        ],
+        "kernel_defs": [py.def_lines(op, f, kernel=True) for f in _kernel_functions(op)],
+        "fake_checks": [_check(op, c, names["torch"]) for c in op.fake.checks],
         "fake_return": ", ".join(fake) if fake else "",
         "missing_fake": (
             None
             if fake is not None or not op.returns
-            else repr(
+            else literal(
                 f"{op.qualname} has no fake kernel: add a [fake] table to {path} "
                 '(like = "<tensor input>" or expr = "<expression per return>") so that '
                 "torch.compile and opcheck know its outputs"
@@ -173,7 +185,7 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
         "no_grad_message": None if at_call else no_grad,
         "no_gradient": no_grad is not None and not at_call,
         "register_grad_refusal": (
-            repr(
+            literal(
                 f"{no_grad_message(op)} (it takes keyword-only tensors, so it refuses inputs "
                 "that require grad)"
             )
@@ -194,15 +206,28 @@ def op_context(op: OpSpec, config: ProjectConfig) -> dict[str, Any]:
     return context
 
 
-def project_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
-    """The `project` variables: computed once per run, shared by every template."""
+def project_context(config: ProjectConfig) -> dict[str, Any]:
+    """The `project` variables of every template: opgen.toml's values only.
+
+    Note [Generate cache] in inputs.py: an op's files are rendered again only
+    when its spec (or a spec it calls) changes, so what its templates receive
+    may not depend on the other ops; `package_context` adds what does.
+    """
     return {
         "namespace": config.namespace,
         "package": config.package,
         "compile_backend": config.compile_backend,
         "cpp_target": config.cpp_target,
         "torch_target_version": config.torch_target_version,
+    }
+
+
+def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, Any]:
+    """The `project` variables of project-wide templates: also what depends on every op."""
+    return {
+        **project_context(config),
         "has_cpp": any(op.backend == "cpp" for op in ops),
+        "has_sharding": any(op.sharding is not None for op in ops),
         "schema_digest": _schema_digest(ops),
     }
 

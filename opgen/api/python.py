@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from ..spec.dialect.types import SchemaType, TypeKind
-from ..spec.model import Arg, OpSpec, Ret, TensorSample, join_params
+from ..spec.model import Arg, OpSpec, Ret, TensorSample, param_list
+from .layout import wrapped
+from .literals import literal
+from .pyexpr import expression
 
 __all__ = [
     "annotation",
     "return_annotation",
     "default_literal",
     "signature",
+    "parameters",
+    "def_lines",
     "call_arguments",
     "sample_literal",
     "op_handle",
     "fake_outputs",
     "docstring",
+    "dict_lines",
 ]
 
 _BASE_ANNOTATIONS = {
@@ -76,12 +82,13 @@ def _value_literal(value: object, element: str) -> str:
     if isinstance(value, str) and element == "ScalarType":
         return f"torch.{value}"
     if isinstance(value, str) and element == "Device":
-        return f"torch.device({value!r})"
-    return repr(value)
+        return f"torch.device({literal(value)})"
+    return literal(value)
 
 
 def default_literal(arg: Arg) -> str | None:
-    """The schema default as a Python value (lists become tuples, dtype names torch dtypes).
+    """The schema default as a Python value (lists become tuples, dtype names torch dtypes),
+    spelled as black spells it.
 
     Python kernels need every default spelled out: the dispatcher leaves out
     trailing arguments equal to their default, even when the caller passed them.
@@ -96,6 +103,12 @@ def default_literal(arg: Arg) -> str | None:
 
 
 def signature(op: OpSpec, annotate: bool = True) -> str:
+    return ", ".join(parameters(op, annotate))
+
+
+def parameters(op: OpSpec, annotate: bool = True) -> list[str]:
+    """The Python parameters, one item each (`*` included), for `signature` and `def_lines`."""
+
     def one(arg: Arg) -> str:
         text = arg.name + (f": {annotation(arg.type)}" if annotate else "")
         default = default_literal(arg)
@@ -103,7 +116,14 @@ def signature(op: OpSpec, annotate: bool = True) -> str:
             text += f" = {default}" if annotate else f"={default}"
         return text
 
-    return join_params(op.args, one)
+    return param_list(op.args, one)
+
+
+def def_lines(op: OpSpec, name: str, kernel: bool = False) -> list[str]:
+    """`def name(<annotated parameters>) -> <returns>:` at module level, as black wraps it;
+    `kernel`: of a Python kernel (`return_annotation`)."""
+    returns = return_annotation(op.returns, kernel=kernel)
+    return wrapped(f"def {name}(", parameters(op), f") -> {returns}:", "", is_def=True)
 
 
 def call_arguments(op: OpSpec) -> str:
@@ -126,9 +146,10 @@ def fake_outputs(op: OpSpec) -> tuple[str, ...] | None:
     """What the fake kernel returns, one expression per output; None when the spec gives no rule.
 
     `like = "x"` gives `x.new_empty(x.shape)`; a return written into an argument
-    is that argument, whatever the rule says.
+    is that argument, whatever the rule says. Expressions are printed as black prints them.
     """
-    given = tuple(f"{n}.new_empty({n}.shape)" for n in op.fake.like) or op.fake.expr
+    like = tuple(f"{n}.new_empty({n}.shape)" for n in op.fake.like)
+    given = like or tuple(expression(e) for e in op.fake.expr)
     outputs = []
     for index, ret in enumerate(op.returns):
         argument = _aliased_argument(op, ret)
@@ -145,12 +166,30 @@ def op_handle(op: OpSpec) -> str:
     return f"torch.ops.{op.namespace}.{op.name}.{op.overload or 'default'}"
 
 
-def docstring(text: str) -> str:
-    """A triple-quoted literal that cannot end early, whatever the spec says."""
+def docstring(text: str, indent: str = "    ") -> str:
+    """A triple-quoted literal that cannot end early, whatever the spec says, laid out as black
+    lays out a docstring at `indent`: later lines indented, trailing spaces dropped."""
     body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    lines = [line.rstrip() for line in body.split("\n")]
+    lines = [lines[0].strip()] + _reindented(lines[1:], indent)
+    body = "\n".join(lines)
+    if body.startswith('"'):
+        body = " " + body
     if body.endswith('"'):
         body += " "
     return f'"""{body}"""'
+
+
+def _reindented(lines: list[str], indent: str) -> list[str]:
+    """Lines after a docstring's first: their common indentation replaced by `indent` (PEP 257)."""
+    expanded = [_expand_leading_tabs(line) for line in lines]
+    depth = min((len(line) - len(line.lstrip()) for line in expanded if line.strip()), default=0)
+    return [indent + line[depth:] if line.strip() else "" for line in expanded]
+
+
+def _expand_leading_tabs(line: str) -> str:
+    stripped = line.lstrip()
+    return line[: len(line) - len(stripped)].expandtabs(4) + stripped
 
 
 def sample_literal(value: object, kind: SchemaType | None = None) -> str:
@@ -158,11 +197,11 @@ def sample_literal(value: object, kind: SchemaType | None = None) -> str:
     if element == "ScalarType" and isinstance(value, str):
         return f"torch.{value}"
     if isinstance(value, TensorSample):
-        fields = [repr(value.shape)]
+        fields = [literal(value.shape)]
         for key in ("dtype", "low", "high"):
             item = getattr(value, key)
             if item is not None:
-                fields.append(f"{key}={item!r}")
+                fields.append(f"{key}={literal(item)}")
         if value.noncontiguous:
             fields.append("noncontiguous=True")
         if not value.requires_grad:
@@ -172,6 +211,16 @@ def sample_literal(value: object, kind: SchemaType | None = None) -> str:
         return "[" + ", ".join(sample_literal(v) for v in value) + "]"
     if isinstance(value, tuple):
         if kind is not None and kind.unwrapped.kind is TypeKind.TUPLE:
-            return repr(value)
-        return repr(list(value))
-    return repr(value)
+            return literal(value)
+        return literal(list(value))
+    return literal(value)
+
+
+def dict_lines(items: list[tuple[str, str]], indent: str) -> list[str]:
+    """`{"name": value, ...},` as an item of a list at `indent`: one line, or one line per entry
+    when that is over 100 columns (Note [Black-stable output] in pyexpr.py)."""
+    entries = [f"{literal(name)}: {value}" for name, value in items]
+    line = "{" + ", ".join(entries) + "},"
+    if len(indent) + len(line) <= 100:
+        return [line]
+    return ["{", *(f"    {entry}," for entry in entries), "},"]

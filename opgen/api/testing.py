@@ -23,6 +23,8 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
+from .literals import literal
+from .pyexpr import expression
 
 __all__ = ["test_context", "ALIAS_ERROR"]
 
@@ -143,17 +145,19 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
 
 def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict[str, Any]:
     """The test variables of `op_context` (docs/templates.md)."""
+    samples = [_sample(op, dict(sample.values)) for sample in op.test.samples]
     return {
         "testing_names": testing_names(op, differentiable),
         "uses_wrapper": bool(op.test.samples) and bool(op.test.reference or differentiable),
-        "samples": [_sample(op, dict(sample.values)) for sample in op.test.samples],
-        "no_samples": repr(_no_samples(op, path)),
-        "reference": op.test.reference,
+        "samples": samples,
+        "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
+        "no_samples": literal(_no_samples(op, path)),
+        "reference": expression(op.test.reference) if op.test.reference else None,
         "test_dtypes": list(op.test.dtypes),
-        "atol": repr(op.test.atol),
-        "rtol": repr(op.test.rtol),
+        "atol": literal(op.test.atol),
+        "rtol": literal(op.test.rtol),
         "compile_expectation": _compile_expectation(op),
-        "aot_error": repr(_aot_error(op)),
-        "aliases": repr(tuple(_aliases(op))),
-        "grad_inputs": repr(_grad_inputs(op, differentiable)),
+        "aot_error": literal(_aot_error(op)),
+        "aliases": literal(tuple(_aliases(op))),
+        "grad_inputs": literal(_grad_inputs(op, differentiable)),
     }

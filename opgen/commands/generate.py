@@ -32,6 +32,9 @@ Adopt = Annotated[
         show_default=False,
     ),
 ]
+Timings = Annotated[
+    bool, typer.Option("--timings", help="Print the seconds each stage took (to stderr).")
+]
 Templates = Annotated[
     Path | None,
     typer.Option(
@@ -46,6 +49,7 @@ def generate(
     force: Force = False,
     adopt: Adopt = None,
     templates: Templates = None,
+    timings: Timings = False,
 ) -> None:
     """Regenerate every op of the project from its spec."""
     import os
@@ -53,6 +57,7 @@ def generate(
     from ..changes import Action
     from ..errors import OpgenError
     from ..generate import generate as run
+    from ..stages import Stages
     from ..writer import unified_diff
 
     root = project_root()
@@ -69,6 +74,8 @@ def generate(
             if change.action is not Action.EDITED:
                 typer.echo(unified_diff(change), nl=False)
     report(result, check=check, dry_run=dry_run)
+    if timings:
+        err(f"opgen: {Stages.line_of(result.timings)}")
     if check and result.stale:
         err("error: generated files are out of date; run `opgen generate`")
         raise typer.Exit(1)

@@ -7,10 +7,10 @@ from .fields import suggest
 from .load import LoadedToml
 from .model import BACKENDS, CPP_TARGETS, REGISTRATIONS, ProjectConfig
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
+from .paths import CONFIG_FILE
 
 __all__ = ["build_config", "CONFIG_FILE"]
 
-CONFIG_FILE = "opgen.toml"
 _PROJECT_KEYS = ("namespace", "package")
 _OPTION_KEYS = (
     "backend",

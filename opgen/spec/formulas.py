@@ -12,7 +12,7 @@ from ..errors import DiagnosticSink
 from .expr import SAFE_BUILTINS, ExprProblem, check_expression
 from .fields import check_keys, shown, string_list
 from .load import LoadedToml
-from .model import Arg, FakeRule, GradFormula, Ret
+from .model import Arg, FakeRule, GradFormula, OpSpec, Ret
 from .names import identifier_problem
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "build_grads",
     "build_fake",
     "check_exprs",
+    "called_ops",
 ]
 
 # the names every spec expression may use besides the op's arguments
@@ -178,6 +179,21 @@ def build_grads(
             continue
         formulas.append(GradFormula(targets, expr.strip(), line))
     return tuple(formulas)
+
+
+def called_ops(op: OpSpec) -> frozenset[str]:
+    """The other ops of the library that the op's gradient formulas call, by name.
+
+    A valid formula names only inputs, results, globals and ops, so the names
+    left once the others are taken away are ops.
+    """
+    known = _formula_names(op.args, op.returns, frozenset())
+    return frozenset(
+        node.id
+        for formula in op.grads
+        for node in ast.walk(ast.parse(formula.expression, mode="eval"))
+        if isinstance(node, ast.Name) and node.id not in known
+    )
 
 
 def _uncalled_ops(tree: ast.AST, op_names: frozenset[str]) -> str | None:

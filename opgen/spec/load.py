@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import Diagnostic, OpgenError
 from .limits import MAX_NESTING, MAX_SPEC_BYTES, nesting_depth
 
-__all__ = ["LoadedToml", "load_toml"]
+__all__ = ["LoadedToml", "load_toml", "read_text"]
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_\-.]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=""")
@@ -127,7 +127,7 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
     over 1 MiB or nests deeper than 32 levels is refused before parsing.
     """
     if text is None:
-        text = _read_text(path)
+        text = read_text(path)
     elif len(text.encode("utf-8")) > MAX_SPEC_BYTES:
         raise _too_large(path, len(text.encode("utf-8")))
     deep = nesting_depth(text)
@@ -213,7 +213,9 @@ def _read_bytes(path: Path) -> bytes:
         os.close(fd)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The file's text; an unreadable file, one that is not a regular file of at most 1 MiB, or one
+    that is not UTF-8 becomes a diagnostic."""
     try:
         raw = _read_bytes(path)
     except OSError as exc:

@@ -16,6 +16,7 @@ from .dialect.types import Default, SchemaType
 
 __all__ = [
     "join_params",
+    "param_list",
     "Arg",
     "Ret",
     "GradFormula",
@@ -24,18 +25,26 @@ __all__ = [
     "Sample",
     "TestSpec",
     "BenchSpec",
+    "ShardingSpec",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
+    "SHARDING_RULES",
+    "ROW_OUTPUTS",
 ]
 
 BACKENDS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
 CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
+SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+ROW_OUTPUTS = (
+    "rows",
+    "sum",
+)  # how a row-wise op's output is placed: like the rows, or a partial sum
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,18 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ShardingSpec:
+    """`[sharding]`: the op's DTensor sharding rule (see opgen/spec/sharding.py).
+
+    `outputs` (row-wise rules only) says, per returned tensor, whether it is
+    sharded like the rows (`rows`) or a partial sum over them (`sum`).
+    """
+
+    rule: str
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     path: Path
     namespace: str
@@ -202,6 +223,7 @@ class OpSpec:
     bench: BenchSpec = BenchSpec()
     # torch.Tag names the op is defined with (Note [Tags of aliasing ops] in spec/registration.py)
     tags: tuple[str, ...] = ()
+    sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -252,9 +274,14 @@ class OpSpec:
 
 def join_params(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> str:
     """Comma-joined parameters with `*` before the first keyword-only one (schema and Python alike)."""
+    return ", ".join(param_list(args, render))
+
+
+def param_list(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> list[str]:
+    """The parameters of `join_params`, one item each."""
     parts: list[str] = []
     for arg in args:
         if arg.kwarg_only and "*" not in parts:
             parts.append("*")
         parts.append(render(arg))
-    return ", ".join(parts)
+    return parts

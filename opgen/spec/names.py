@@ -12,6 +12,7 @@ __all__ = [
     "package_problem",
     "RESERVED_NAMESPACES",
     "RESERVED_OP_NAMES",
+    "PACKAGE_MODULES",
     "CPP_KEYWORDS",
     "MAX_NAME_LENGTH",
 ]
@@ -47,6 +48,10 @@ RESERVED_OP_NAMES = frozenset(
     # the wrapper's bindings (Note [Autograd fast path])
     "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
 )
+
+# Modules of the generated package that `import <package>.<name>` reaches: the package's
+# attribute of an op with the same name would be replaced by the module on that import.
+PACKAGE_MODULES = frozenset({"sharding", "sharding_rules"})
 
 # Packages the generated code imports by name: a project package with one of these
 # names would shadow it. The standard library is added at call time.

@@ -19,16 +19,17 @@ from .model import (
     ProjectConfig,
     Ret,
 )
-from .names import RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
+from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .registration import custom_op_refusal, derived_tags
 from .samples import build_test
 from .schema import parse_schema
+from .sharding import build_sharding
 
 __all__ = ["build_op_spec", "SPEC_KEYS"]
 
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
-    "cpp_target registration pybind bench".split()
+    "cpp_target registration pybind bench sharding".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
 
@@ -88,6 +89,13 @@ def _parse_name(
         sink.error(
             line,
             f"op name {op!r} is reserved: the generated module uses it",
+            "choose another op name",
+        )
+        ok = False
+    if ok and op in PACKAGE_MODULES:
+        sink.error(
+            line,
+            f"op name {op!r} is taken: the package has a module {config.package}.{op}",
             "choose another op name",
         )
         ok = False
@@ -222,7 +230,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
         parsed = parse_schema(sink, doc, data["schema"], mutates)
     tables = {}
-    for key in ("grad", "fake", "test", "bench"):
+    for key in ("grad", "fake", "test", "bench", "sharding"):
         value = data.get(key, {})
         if not isinstance(value, dict):
             sink.error(
@@ -239,6 +247,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
+    sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
     if values["backend"] == "python":
         values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
     if sink.items or parsed_name is None:  # a bad name always recorded why
@@ -256,6 +265,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         test=test,
         bench=bench,
         tags=derived_tags(args, rets),
+        sharding=sharding,
         lines=dict(doc.lines),
         **values,
     )

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..api.context import op_context, ops_list, project_context, spec_path
+from ..api.context import op_context, ops_list, package_context, project_context, spec_path
 from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..fs import STATE_DIR
 from ..project import OPS_DIR, Project
@@ -28,6 +28,7 @@ from .python import (
     test_artifact,
     test_path,
 )
+from .sharding import sharding_artifacts, sharding_generated_paths, sharding_rule_artifact
 
 __all__ = [
     "collect_artifacts",
@@ -79,7 +80,8 @@ def collect_artifacts(
     this run) get starter bodies in their fresh kernel files.
     """
     config, ops = project.config, project.ops
-    shared = functools.cache(lambda: project_context(config, ops))
+    shared = functools.cache(lambda: project_context(config))
+    package = functools.cache(lambda: package_context(config, ops))
     cpp_contexts = {
         op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
         for op in ops
@@ -95,8 +97,9 @@ def collect_artifacts(
 
         return functools.cache(build)
 
-    package_base = functools.cache(lambda: {"project": shared(), "ops": ops_list(ops)})
+    package_base = functools.cache(lambda: {"project": package(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
+    artifacts += sharding_artifacts(config, ops, package_base)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
@@ -119,6 +122,8 @@ def collect_artifacts(
         else:
             artifacts += cpp_op_artifacts(config, op, base, fresh)
         artifacts.append(test_artifact(config, op, base))
+        if op.sharding is not None and op.sharding.rule == "custom":
+            artifacts.append(sharding_rule_artifact(config, op, base))
     return sorted(artifacts, key=lambda a: a.path)
 
 
@@ -137,6 +142,8 @@ def generated_patterns(config: ProjectConfig) -> list[str]:
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
+    modules, test, custom = sharding_generated_paths(package)
+    patterns += [*modules, test, custom]
     return sorted(set(patterns))
 
 

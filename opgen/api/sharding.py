@@ -1,0 +1,156 @@
+"""What the sharding templates print: each rule's Python, and the distributed tests' arguments.
+
+`templates/package/sharding.py.j2` lays out the rules, `tests/test_sharding.py.j2`
+the tests; the user's function of a `custom` rule comes from
+`python/sharding_rule.py.j2`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from typing import Any
+
+from ..spec.model import Arg, OpSpec
+from . import python as py
+from .literals import literal
+
+__all__ = ["sharded_ops", "sharding_context", "sharding_test_context", "rule_module"]
+
+# DTensor keys its sharding cache on the arguments from the first of these on (Note [Sharding cache key]).
+_KEYED_TYPES = ("int", "int?")
+
+
+def sharded_ops(ops: Sequence[OpSpec]) -> list[OpSpec]:
+    return [op for op in ops if op.sharding is not None]
+
+
+def rule_module(op: OpSpec) -> str:
+    """The module of a `custom` rule's function, relative to the package."""
+    return f"sharding_rules.{op.module}"
+
+
+def _positional(op: OpSpec) -> list[Arg]:
+    return [a for a in op.args if not a.kwarg_only]
+
+
+def _tuple(names: Sequence[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
+def _rule_call(op: OpSpec) -> str:
+    """The expression that makes the op's strategies from its arguments."""
+    assert op.sharding is not None
+    args = _tuple([a.name for a in _positional(op)])
+    outputs = len(op.returns)
+    rule = op.sharding.rule
+    if rule == "elementwise":
+        return (
+            f"_elementwise({args}, outputs={outputs})" if outputs != 1 else f"_elementwise({args})"
+        )
+    if rule == "rowwise":
+        return f"_rowwise({args}, {literal(tuple(op.sharding.outputs))})"
+    if rule == "matmul":
+        return f"_matmul({args})"
+    if rule == "replicate":
+        return f"[_replicated({args}, {outputs})]"
+    return f"{op.module}_rule.strategies({py.call_arguments(op)})"
+
+
+def _key_fix(op: OpSpec) -> dict[str, Any] | None:
+    """Where DTensor's cache key must start so that no argument the decision depends on is left out.
+
+    The built-in rules depend only on the tensors; an output shape (`[fake] expr`)
+    or a `custom` rule may depend on any argument.
+    """
+    positional = _positional(op)
+    derived = next(
+        (i for i, a in enumerate(positional) if a.family in _KEYED_TYPES), len(positional)
+    )
+    unkeyed = [a.name for a in positional[:derived] if not a.is_tensor]
+    unkeyed += [a.name for a in op.args if a.kwarg_only and a.family not in _KEYED_TYPES]
+    assert op.sharding is not None
+    shape_names = {
+        node.id
+        for text in op.fake.expr
+        for node in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(node, ast.Name)
+    }
+    depends = op.sharding.rule == "custom" or bool(shape_names & set(unkeyed))
+    if not unkeyed or not depends:
+        return None
+    first = next((i for i, a in enumerate(positional) if not a.is_tensor), len(positional))
+    keywords = [a.name for a in op.args if a.kwarg_only]
+    return {"handle": py.op_handle(op), "first": first, "keywords": literal(tuple(keywords))}
+
+
+def _rule_context(op: OpSpec) -> dict[str, Any]:
+    assert op.sharding is not None
+    function = f"{op.module}_strategies"
+    mutated = {a.name: i for i, a in enumerate(_positional(op)) if a.mutated}
+    registered = (
+        f"_keeping({literal(op.registered_name)}, {function}, {literal(mutated)})"
+        if mutated
+        else function
+    )
+    what = op.sharding.rule if op.sharding.rule != "custom" else "custom (your function)"
+    return {
+        "registered_name": op.registered_name,
+        "handle": py.op_handle(op),
+        "function": function,
+        "signature": py.signature(op, annotate=False),
+        "docstring": py.docstring(f"{op.registered_name}: {what}."),
+        "body": _rule_call(op),
+        "registered": registered,
+    }
+
+
+def sharding_context(ops: Sequence[OpSpec]) -> dict[str, Any]:
+    """The `sharding` variables of `<package>/sharding.py`."""
+    sharded = sharded_ops(ops)
+    rules = {op.sharding.rule for op in sharded if op.sharding is not None}
+    key_fixes = [fix for fix in map(_key_fix, sharded) if fix is not None]
+    helpers = {
+        "replicated": rules != {"custom"},
+        "elementwise": "elementwise" in rules,
+        "rowwise": "rowwise" in rules,
+        "matmul": "matmul" in rules,
+        "keeping": any(op.mutated for op in sharded),
+    }
+    partial = helpers["matmul"] or helpers["rowwise"]
+    names = ["DTensor"] * bool(key_fixes) + ["Partial"] * partial + ["Placement"]
+    names += ["Replicate"] * helpers["replicated"]
+    names += ["Shard"] * any(helpers[k] for k in ("elementwise", "rowwise", "matmul", "keeping"))
+    custom = [op for op in sharded if op.sharding is not None and op.sharding.rule == "custom"]
+    return {
+        "rules": [_rule_context(op) for op in sharded],
+        "helpers": helpers,
+        "key_fixes": key_fixes,
+        "tensor_imports": ", ".join(names),
+        "custom_imports": [
+            f"from .sharding_rules import {op.module} as {op.module}_rule" for op in custom
+        ],
+    }
+
+
+def sharding_test_context(op: OpSpec) -> dict[str, Any]:
+    """One entry of `tests/test_sharding.py`: what `check_sharded` gets for the op."""
+    assert op.sharding is not None
+    samples = [
+        [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
+        for sample in op.test.samples
+    ]
+    differentiable = [a.name for a in op.args if any(a.name in f.inputs for f in op.grads)]
+    return {
+        "registered_name": op.registered_name,
+        "name": op.name,
+        "module": op.module,
+        "rule": op.sharding.rule,
+        "outputs": literal(tuple(op.sharding.outputs)),
+        "samples": samples,
+        "dtypes": list(op.test.dtypes),
+        "differentiable": literal(tuple(differentiable)),
+        "mutated": literal(tuple(a.name for a in op.mutated)),
+        "atol": literal(op.test.atol),
+        "rtol": literal(op.test.rtol),
+    }

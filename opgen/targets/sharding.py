@@ -1,0 +1,83 @@
+"""The files of ops with a `[sharding]` rule: the rules module, their distributed tests and the pool they run on.
+
+Note [Lazy sharding rules]
+Importing `torch.distributed.tensor` costs about half of `import torch`, so the
+rules live in their own module, `<package>/sharding.py`, which the package
+imports only when `torch.distributed.tensor` is already loaded (the user works
+with DTensors) and which users import otherwise. The test helpers that need
+DTensor (`_sharding_testing.py`) import it inside the functions the
+distributed ranks run, never at collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..api.context import spec_path
+from ..api.sharding import rule_module, sharded_ops, sharding_context, sharding_test_context
+from ..spec.config import CONFIG_FILE
+from ..spec.model import OpSpec, ProjectConfig
+from . import Artifact, Context, Owner, header
+
+__all__ = [
+    "SHARDING_TEST",
+    "sharding_artifacts",
+    "sharding_generated_paths",
+    "sharding_rule_artifact",
+]
+
+SHARDING_TEST = "tests/test_sharding.py"
+
+
+def sharding_generated_paths(pkg: str) -> tuple[tuple[str, str, str], str, str]:
+    """The generated files of sharded projects: package modules, the test, custom rules' `__init__`."""
+    modules = (f"{pkg}/sharding.py", f"{pkg}/_dist_pool.py", f"{pkg}/_sharding_testing.py")
+    return modules, SHARDING_TEST, f"{pkg}/sharding_rules/__init__.py"
+
+
+def sharding_artifacts(
+    config: ProjectConfig, ops: Sequence[OpSpec], base: Callable[[], Context]
+) -> list[Artifact]:
+    """`<package>/sharding.py`, the distributed test helpers and `tests/test_sharding.py`; none without rules."""
+    sharded = sharded_ops(ops)
+    if not sharded:
+        return []
+    pkg = config.package
+
+    def plain() -> Context:
+        return {**base(), "header": header(CONFIG_FILE)}
+
+    def rules() -> Context:
+        return {**plain(), "sharding": sharding_context(ops)}
+
+    def tests() -> Context:
+        return {**plain(), "tests": [sharding_test_context(op) for op in sharded]}
+
+    shared, tested, custom = sharding_generated_paths(pkg)
+    items = [
+        (shared[0], "package/sharding.py.j2", rules),
+        (shared[1], "package/_dist_pool.py.j2", plain),
+        (shared[2], "package/_sharding_testing.py.j2", plain),
+        (tested, "tests/test_sharding.py.j2", tests),
+    ]
+    if any(op.sharding is not None and op.sharding.rule == "custom" for op in sharded):
+        items.append((custom, "package/empty_init.py.j2", plain))
+    return [
+        Artifact(path, template, Owner.GENERATED, CONFIG_FILE, make)
+        for path, template, make in items
+    ]
+
+
+def sharding_rule_artifact(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context]
+) -> Artifact:
+    """`<package>/sharding_rules/<op>.py`: the user's function of a `custom` rule."""
+    source = spec_path(op, config)
+    path = f"{config.package}/{rule_module(op).replace('.', '/')}.py"
+    return Artifact(
+        path,
+        "python/sharding_rule.py.j2",
+        Owner.USER,
+        source,
+        lambda: {**base(), "header": header(source)},
+    )

@@ -1,0 +1,67 @@
+"""Functions the tests send to the ranks of a generated `DistPool` (importable there: `tests/` is on sys.path)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def world(mesh: Any) -> tuple[int, int]:
+    import torch.distributed as dist
+
+    return dist.get_rank(), dist.get_world_size()
+
+
+def pids(mesh: Any) -> int:
+    return os.getpid()
+
+
+def raise_everywhere(mesh: Any) -> None:
+    raise ValueError("the same failure on every rank")
+
+
+def raise_on_rank1(mesh: Any) -> None:
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise ValueError("boom on rank 1")
+    dist.barrier()  # rank 0 waits here for a rank that will not come
+
+
+def collective_on_rank0_only(mesh: Any) -> None:
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        dist.barrier()
+
+
+def die_on_rank0(mesh: Any) -> None:
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        os._exit(3)
+    dist.barrier()
+
+
+def readme_example(mesh: Any, source: str) -> tuple[bool, bool, str]:
+    """Run the README's tensor-parallel example; compare it with its block unparallelised.
+
+    Returns whether the outputs and the gradients match, and the placement of
+    the norm's weight gradient (a partial sum over the sequence, reduced).
+    """
+    import torch
+
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(source, "README.md", "exec"), namespace)
+    torch.manual_seed(0)  # the README seeds the same way before building its block
+    reference = namespace["Block"]()
+    x = namespace["x"]
+    expected = reference(x)
+    expected.sum().backward()
+    block, y = namespace["block"], namespace["y"]
+    values = bool(torch.allclose(y, expected, atol=1e-5))
+    grads = all(
+        torch.allclose(getattr(p.grad, "full_tensor", lambda g=p.grad: g)(), q.grad, atol=1e-4)
+        for p, q in zip(block.parameters(), reference.parameters(), strict=True)
+    )
+    return values, grads, str(block.norm.weight.grad.placements)

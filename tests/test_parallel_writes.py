@@ -1,0 +1,123 @@
+"""A batch with many writes stages and renames them on threads (Note [Parallel writes] in fs.py),
+and still keeps the order the run relies on: the journal before any file, a backup before the
+file it saves, nothing left behind by a failed staging."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from opgen.confined import Confined, FileAccessError
+from opgen.errors import Diagnostic
+from opgen.fs import ProjectFiles
+
+FILES = [f"pkg/f{i:02d}.py" for i in range(24)]
+
+
+def _record_commits(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], set[int]]:
+    order: list[str] = []
+    threads: set[int] = set()
+    real = Confined.commit
+
+    def commit(self: Confined, staged) -> None:
+        rel = "/".join(staged.parts)
+        if rel in ("journal.json", "backup/pkg/x.py"):
+            time.sleep(0.2)  # slow: the steps after them must still wait
+        order.append(rel)
+        threads.add(threading.get_ident())
+        real(self, staged)
+
+    monkeypatch.setattr(Confined, "commit", commit)
+    return order, threads
+
+
+def test_a_fence_orders_the_renames_and_the_writes_between_run_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order, threads = _record_commits(monkeypatch)
+    files = ProjectFiles(tmp_path)
+    batch = files.batch()
+    batch.write("journal.json", "{}")
+    batch.fence()
+    for rel in FILES:
+        batch.write(rel, f"# {rel}\n")
+    batch.write("backup/pkg/x.py", "old")
+    batch.fence()
+    batch.write("pkg/x.py", "new\n")
+    batch.write("pkg/y.py", "new\n")
+    assert len(batch) == len(FILES) + 4  # fences are not changes
+    batch.stage()
+    batch.commit()
+    assert order[0] == "journal.json"
+    assert set(order[1 : len(FILES) + 2]) == {*FILES, "backup/pkg/x.py"}
+    assert set(order[-2:]) == {"pkg/x.py", "pkg/y.py"}
+    assert len(threads) > 1  # the run of 25 writes was renamed on several threads
+    assert (tmp_path / "pkg/x.py").read_text() == "new\n"
+    assert (tmp_path / "pkg/f23.py").read_text() == "# pkg/f23.py\n"
+
+
+def test_written_gives_the_status_of_each_file_as_it_is_on_disk(tmp_path: Path) -> None:
+    files = ProjectFiles(tmp_path)
+    batch = files.batch()
+    for rel in FILES:
+        batch.write(rel, f"# {rel}\n")
+    batch.stage()
+    batch.commit()
+    assert sorted(rel for rel, _, _ in batch.written) == FILES
+    for rel, info, text in batch.written:
+        assert info is not None and text == f"# {rel}\n"
+        now = os.stat(tmp_path / rel)
+        assert (info.st_size, info.st_mtime_ns, info.st_ino) == (
+            now.st_size,
+            now.st_mtime_ns,
+            now.st_ino,
+        )
+
+
+def test_a_failed_parallel_staging_leaves_the_project_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/f05.py").write_text("mine\n")
+    real = Confined.stage
+
+    def stage(self: Confined, rel, data):
+        if rel == "pkg/f13.py":
+            raise FileAccessError(Diagnostic(tmp_path / rel, None, "disk full", ""))
+        return real(self, rel, data)
+
+    monkeypatch.setattr(Confined, "stage", stage)
+    files = ProjectFiles(tmp_path)
+    batch = files.batch()
+    for rel in FILES:
+        batch.write(rel, "new\n")
+    with pytest.raises(FileAccessError, match="nothing was changed"):
+        batch.stage()
+    assert sorted(p.name for p in (tmp_path / "pkg").iterdir()) == ["f05.py"]
+    assert (tmp_path / "pkg/f05.py").read_text() == "mine\n"
+
+
+def test_stat_still_refuses_symlinks_in_a_folder_it_found_real(tmp_path: Path) -> None:
+    """`ProjectFiles.stat` remembers folders a walk found real; a symlink in one is still refused."""
+    from opgen.errors import OpgenError
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/a.py").write_text("a")
+    (tmp_path / "outside.py").write_text("x")
+    os.symlink(tmp_path / "outside.py", tmp_path / "pkg/b.py")
+    os.symlink(tmp_path / "pkg", tmp_path / "link")
+    files = ProjectFiles(tmp_path)
+    for _ in range(2):  # the first call walks from the root, the second takes the remembered folder
+        info = files.stat("pkg/a.py")
+        assert info is not None and info.st_size == 1
+        assert files.stat("pkg/missing.py") is None
+        with pytest.raises(OpgenError, match="symlink"):
+            files.stat("pkg/b.py")
+        with pytest.raises(OpgenError, match="symlink"):
+            files.stat("link/a.py")
+        with pytest.raises(OpgenError):
+            files.stat("pkg/..")
