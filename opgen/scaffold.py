@@ -72,11 +72,11 @@ _CUSTOM_SPEC = """\
 name = "{qualname}"
 schema = "{schema}"
 doc = \"\"\"
-TODO: describe {qualname}.
+{doc}
 \"\"\"
 devices = {devices}
 backend = "{backend}"
-
+{notes}
 # [grad]
 # x = "grad * ..."        # one formula per differentiable input
 
@@ -141,7 +141,16 @@ def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else "[" + ", ".join(quoted) + "]"
 
 
-def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
+def _custom_spec(
+    qualname: str,
+    schema: str,
+    devices: list[str],
+    backend: str,
+    doc: str | None = None,
+    notes: Sequence[str] = (),
+) -> str:
+    """A spec for `schema`; `doc` and `notes` (comment lines) make it an imported op's, whose
+    kernels are the user's: then the reference is left for the user to write, not a placeholder."""
     from .spec.dialect.parser import SchemaError, parse
 
     try:
@@ -167,18 +176,19 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         for p, a in zip(params, args, strict=True)
         if a.default is None and p.type.rstrip("?") in _SAMPLE_VALUES
     ]
-    if plan is not None:
+    reference = '# reference = "..."       # the PyTorch expression the op must match'
+    if plan is not None and doc is None:
         reference = (
             f"reference = {json.dumps(plan.reference)}"
             f"  # placeholder: the starter kernels copy {plan.source_expr}; write what {qualname} must compute"
         )
+    if plan is not None:
         kind, rules = plan.fake()
         fake = f"[fake]\n{kind} = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
         if plan.mutated:
             checks = [f"{m}.numel() == {plan.source_expr}.numel()" for m in plan.mutated]
             fake = f"[fake]\nchecks = [{', '.join(map(json.dumps, checks))}]\n"
     else:
-        reference = '# reference = "..."       # the PyTorch expression the op must match'
         fake = _new_empty_fake(params, returns)
     return _CUSTOM_SPEC.format(
         qualname=qualname,
@@ -188,6 +198,8 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         .replace("\t", "\\t"),
         devices=_toml_list(devices),
         backend=backend,
+        doc=doc or f"TODO: describe {qualname}.",
+        notes="".join(f"# {n}\n" for n in notes),
         fake=fake,
         reference=reference,
         samples=_samples(given, plan is not None),

@@ -22,7 +22,7 @@ the op may be called `RuntimeError`. Generated code stays valid because:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..spec.model import OpSpec
 from ..spec.names import CPP_KEYWORDS
@@ -78,12 +78,13 @@ def cpp_safe(name: str) -> str:
 
 def cpp_parameter_names(op: OpSpec) -> dict[str, str]:
     """Argument name -> its name in the C++ kernels (Note [Generated names])."""
-    names = {a.name for a in op.args}
-    namer = Namer(names)
-    out = {}
-    for arg in op.args:
-        out[arg.name] = namer(_cpp_spelling(arg.name)) if _cpp_unsafe(arg.name) else arg.name
-    return out
+    return cpp_names([a.name for a in op.args])
+
+
+def cpp_names(args: Sequence[str]) -> dict[str, str]:
+    """Schema argument name -> its C++ name, for the arguments `args` of one op."""
+    namer = Namer(set(args))
+    return {name: namer(_cpp_spelling(name)) if _cpp_unsafe(name) else name for name in args}
 
 
 def kernel_raise(op: OpSpec, kernel_file: str) -> tuple[str, str]:

@@ -96,7 +96,7 @@ def cpp_op_artifacts(
     body = starter(op) if fresh else None
 
     def kernel_context() -> Context:
-        return {**context(), "starter": None}
+        return {**context(), "starter": None, "imported": None}
 
     cpu, cuda = (body.cpu, body.cuda) if body else (None, None)
     initial = {

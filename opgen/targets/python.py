@@ -64,6 +64,7 @@ def python_kernel_artifact(
             "kernel_exception": exception,
             "kernel_source": where,
             "starter": None,
+            "imported": None,
         }
 
     body = starter(op) if fresh else None
