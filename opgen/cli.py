@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import bench, build, generate, new, templates, test
+from .commands import bench, build, generate, import_, new, templates, test
 
 __all__ = ["app", "main"]
 
@@ -58,7 +58,7 @@ def _options(
     """Generate PyTorch custom operators (Python, C++, CUDA) from one short spec per op."""
 
 
-for _command in (generate, new, test, build, templates, bench):
+for _command in (generate, new, import_, test, build, templates, bench):
     _command.register(app)
 
 

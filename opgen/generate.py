@@ -8,6 +8,7 @@ of them, and `opgen generate` on an unchanged project stays light.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -24,7 +25,7 @@ from .inputs import CONFIG_FILE, EJECTED_FILE, environment_digest, folder_identi
 from .manifest import MANIFEST_FILE, Manifest
 from .plan import Authority, Rendered, plan_changes
 from .stages import Stages
-from .targets import Owner
+from .targets import Artifact, Context, Owner
 from .writer import apply_changes, needs_writing
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ def generate(
     adopt: Iterable[str] = (),
     templates: Path | None = None,
     sources: Mapping[str, str] | None = None,
+    replace_sources: bool = False,
+    first: Mapping[str, Context] | None = None,
 ) -> GenerateResult:
     """Regenerate every op of the project at `root`; the library call behind `opgen generate`.
 
@@ -119,7 +122,10 @@ def generate(
 
     `sources` are new project files (project-relative path -> text, e.g. a new
     spec and opgen.toml) validated with the project as if they were on disk and
-    written by this same run: what `opgen new` hands over.
+    written by this same run: what `opgen new` hands over. A source that is on
+    disk with other text stops the run, unless `replace_sources` (`opgen import
+    --force`). `first` gives the first text of user files this run creates
+    (Note [Keeping kernels]).
 
     Work whose inputs did not change is skipped (Note [Generate cache] in
     inputs.py); `GenerateResult.timings` says where the time went.
@@ -134,7 +140,16 @@ def generate(
         replayed = settled.replay(files, cache, manifest, templates) if fresh_state else None
     if replayed is None:
         run = _Run(
-            files, cache, stages, check or dry_run, force, adopted, templates, dict(sources or {})
+            files,
+            cache,
+            stages,
+            check or dry_run,
+            force,
+            adopted,
+            templates,
+            dict(sources or {}),
+            replace_sources,
+            dict(first or {}),
         )
         return run.regenerate(manifest)
     changes, warnings, spec_warnings = replayed
@@ -165,6 +180,8 @@ class _Run:
     adopt: frozenset[str]
     templates: Path | None
     sources: dict[str, str]
+    replace_sources: bool = False
+    first: dict[str, Context] = field(default_factory=dict)
 
     def regenerate(self, manifest: Manifest) -> GenerateResult:
         files, cache, stages = self.files, self.cache, self.stages
@@ -192,7 +209,7 @@ class _Run:
             warnings = override_warnings(files.root, folder)
             template_digest = templates_digest(builtin_templates_dir(), folder)
             fresh = frozenset(self.sources)
-            artifacts = collect_artifacts(project, fresh)
+            artifacts = with_first(collect_artifacts(project, fresh), self.first)
             keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
         rendered = render_outputs(
             artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
@@ -268,8 +285,36 @@ class _Run:
         self, rendered: list[Rendered], authority: Authority, manifest: Manifest
     ) -> list[Change]:
         return plan_changes(
-            self.files, rendered, manifest, authority, self.sources, self.cache.disk(self.files)
+            self.files,
+            rendered,
+            manifest,
+            authority,
+            self.sources,
+            self.cache.disk(self.files),
+            replace_sources=self.replace_sources,
         )
+
+
+def with_first(artifacts: list[Artifact], first: Mapping[str, Context] | None) -> list[Artifact]:
+    """`artifacts`, the user files named in `first` starting from these template variables
+    instead of the starter's (Note [Keeping kernels]: an imported op's kernel calls the user's)."""
+    if not first:
+        return artifacts
+    return [
+        (
+            dataclasses.replace(
+                a,
+                make_initial_context=functools.partial(_first_context, a, first[a.path]),
+            )
+            if a.owner is Owner.USER and a.path in first
+            else a
+        )
+        for a in artifacts
+    ]
+
+
+def _first_context(artifact: Artifact, extra: Context) -> Context:
+    return {**artifact.context, **extra}
 
 
 def _adoptable(rendered: list[Rendered], adopt: Iterable[str], root: Path) -> frozenset[str]:

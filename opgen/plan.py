@@ -152,18 +152,22 @@ def plan_changes(
     authority: Authority,
     sources: Mapping[str, str] | None = None,
     disk: Disk | None = None,
+    *,
+    replace_sources: bool = False,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
 
     `sources` are new project files (path -> text) that `opgen new` composed: a
-    spec, and `opgen.toml` for a new project. They are created, never tracked.
+    spec, and `opgen.toml` for a new project. They are created, never tracked;
+    `replace_sources` lets them replace files already there (`opgen import --force`).
     `disk` reads the files (by default straight from `files`); a generated file
     whose digest matches the render is unchanged without its text being read.
     An unchanged generated file's change carries no texts (`old`, `new` None).
     """
     disk = disk or _PlainDisk(files)
     changes = [
-        _plan_source(path, text, disk.read(path)) for path, text in sorted((sources or {}).items())
+        _plan_source(path, text, disk.read(path), replace_sources)
+        for path, text in sorted((sources or {}).items())
     ]
     wanted = {r.path for r in rendered}
     lost = _record_lost(manifest, rendered, disk)
@@ -202,11 +206,13 @@ def _clean_path(path: str) -> bool:
     )
 
 
-def _plan_source(path: str, text: str, current: str | None) -> Change:
+def _plan_source(path: str, text: str, current: str | None, replace: bool = False) -> Change:
     if current is None:
         return Change(path, Action.CREATE, None, text, None)
     if _same(current, text):
         return Change(path, Action.UNCHANGED, current, current, None)
+    if replace:
+        return Change(path, Action.UPDATE, current, text, None)
     raise OpgenError(
         Diagnostic(
             None,
@@ -230,8 +236,8 @@ def _plan_orphan(disk: Disk, path: str, entry: Entry, authority: Authority) -> C
             return Change(path, Action.UNCHANGED, current, current, entry)
         if entry.source in authority.specs:
             note = (
-                f"{entry.source} no longer makes this file (its backend or devices changed); the file is "
-                "yours, so it stays, and merges again if the spec makes it again"
+                f"{entry.source} no longer makes this file (a backend, devices or testing helpers "
+                "changed); the file is yours, so it stays, and merges again if the spec makes it again"
             )
         else:
             note = f"its spec {entry.source} is gone; the file is yours, so it stays (it merges again if the spec comes back)"

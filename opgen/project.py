@@ -181,7 +181,7 @@ def load_project(
                 continue
         spec.key, spec.op = key, op
         ops.append(op)
-    problems.extend(project_problems(root, ops, config.cpp_target, config.torch_target_version))
+    problems.extend(project_problems(root, ops, config.cpp_target))
     if problems:
         # one block per file, each file's problems in the order found
         raise OpgenError(sorted(problems, key=lambda d: str(d.path or "")))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .api.cpp import arg_type
 from .errors import Diagnostic
+from .spec.dialect.types import TypeKind
 from .spec.model import OpSpec
 from .spec.sharding import called_ops
 
@@ -22,14 +23,10 @@ _STABLE_HINT = (
 )
 
 
-def project_problems(
-    root: Path, ops: list[OpSpec], cpp_target: str, torch_target_version: str = "2.10"
-) -> list[Diagnostic]:
+def project_problems(root: Path, ops: list[OpSpec], cpp_target: str) -> list[Diagnostic]:
     """Every cross-spec and C++ target problem of `ops`."""
     return (
-        duplicate_problems(root, ops)
-        + cpp_problems(ops, cpp_target, torch_target_version)
-        + sharding_problems(root, ops)
+        duplicate_problems(root, ops) + cpp_problems(ops, cpp_target) + sharding_problems(root, ops)
     )
 
 
@@ -70,37 +67,23 @@ def duplicate_problems(root: Path, ops: list[OpSpec]) -> list[Diagnostic]:
     return problems
 
 
-# The stable ABI's `def` with tags (StableLibrary::def(schema, tags)) exists from this torch on.
-STABLE_TAGS_VERSION = (2, 12)
-
-
-def _op_cpp_problems(op: OpSpec, torch_target_version: str) -> list[Diagnostic]:
+def _op_cpp_problems(op: OpSpec) -> list[Diagnostic]:
     """Every reason the op cannot be generated for its C++ target."""
     problems: list[Diagnostic] = []
-    version = tuple(int(p) for p in torch_target_version.split("."))
-    if op.tags and op.cpp_target == "stable" and version < STABLE_TAGS_VERSION:
-        problems.append(
-            Diagnostic(
-                op.path,
-                op.lines.get("tags"),
-                f"tags need torch_target_version 2.12 or later on the stable C++ target "
-                f"(the stable ABI's def with tags is new in 2.12; this project targets {torch_target_version})",
-                'set torch_target_version = "2.12" under [options] in opgen.toml (the library then '
-                'loads on torch 2.12 and later), use cpp_target = "classic", or remove tags',
-            )
-        )
     for arg in op.args:
         try:
             arg_type(arg.type, op.cpp_target)
         except ValueError:
-            why = (
-                " (the stable ABI has no Scalar; use float or int)" if "Scalar" in arg.type else ""
-            )
+            why = ""
+            if arg.type.element == "Scalar":
+                why = " (the stable ABI has no Scalar; use float or int)"
+            elif arg.type.unwrapped.kind is TypeKind.TUPLE:
+                why = " (the stable ABI cannot pass a tuple to a kernel; use int[] or separate arguments)"
             problems.append(
                 Diagnostic(
                     op.path,
                     op.lines.get("schema"),
-                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type}{why}",
+                    f"argument {arg.name!r}: the {op.cpp_target} C++ target cannot carry schema type {arg.type.spelling}{why}",
                     (
                         _STABLE_HINT
                         if op.cpp_target == "stable"
@@ -120,9 +103,7 @@ def _op_cpp_problems(op: OpSpec, torch_target_version: str) -> list[Diagnostic]:
     return problems
 
 
-def cpp_problems(
-    ops: list[OpSpec], project_target: str, torch_target_version: str = "2.10"
-) -> list[Diagnostic]:
+def cpp_problems(ops: list[OpSpec], project_target: str) -> list[Diagnostic]:
     """Note [Mixed C++ targets]
     A namespace is defined by one library block, and a block is either a
     STABLE_TORCH_LIBRARY or a TORCH_LIBRARY: the two cannot share it, and
@@ -134,7 +115,7 @@ def cpp_problems(
     for op in ops:
         if op.backend != "cpp":
             continue
-        problems.extend(_op_cpp_problems(op, torch_target_version))
+        problems.extend(_op_cpp_problems(op))
         if op.cpp_target != project_target:
             problems.append(
                 Diagnostic(

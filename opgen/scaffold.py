@@ -76,11 +76,11 @@ _CUSTOM_SPEC = """\
 name = "{qualname}"
 schema = "{schema}"
 doc = \"\"\"
-TODO: describe {qualname}.
+{doc}
 \"\"\"
 devices = {devices}
 backend = "{backend}"
-{mutates}{vmap}
+{notes}{vmap}
 # [grad]
 # x = "grad * ..."        # one formula per differentiable input
 
@@ -98,6 +98,7 @@ backend = "{backend}"
 _SAMPLE_VALUES = {
     "Tensor": "{shape = [4, 3]}",
     "Tensor[]": "[{shape = [4, 3]}, {shape = [2]}]",
+    "Tensor?[]": "[{shape = [4, 3]}, {shape = [2]}]",
     "int": "1",
     "SymInt": "1",
     "float": "0.5",
@@ -139,7 +140,7 @@ def _samples(args: list[tuple[str, str, bool]], copies: bool) -> str:
                 ]
             )
     body = "\n\n".join("[[test.samples]]\n" + "\n".join(t) for t in tables if t)
-    return body or "[[test.samples]]\n# name = value  # one entry per argument"
+    return body or "# [[test.samples]]\n# name = value  # one entry per argument"
 
 
 def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
@@ -149,37 +150,40 @@ def _toml_strings(values: tuple[str, ...] | list[str]) -> str:
 
 def _int_arguments(schema: str) -> tuple[str, ...]:
     """The `int`/`int[]` arguments of a schema `_custom_spec` accepted."""
-    from torchgen.model import FunctionSchema
-
-    from .spec.types import normalize_type
+    from .spec.dialect.parser import parse
     from .spec.warnings import SIZE_INT_TYPES
 
-    parsed = FunctionSchema.parse("opgen_op" + schema)
-    return tuple(
-        a.name for a in parsed.arguments.flat_all if normalize_type(str(a.type)) in SIZE_INT_TYPES
-    )
+    return tuple(a.name for a in parse(schema).args if a.type.family in SIZE_INT_TYPES)
 
 
-def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -> str:
-    from torchgen.model import FunctionSchema
-
-    from .spec.types import normalize_type
+def _custom_spec(
+    qualname: str,
+    schema: str,
+    devices: list[str],
+    backend: str,
+    doc: str | None = None,
+    notes: Sequence[str] = (),
+) -> str:
+    """A spec for `schema`; `doc` and `notes` (comment lines) make it an imported op's, whose
+    kernels are the user's: then the reference is left for the user to write, not a placeholder."""
+    from .spec.dialect.parser import SchemaError, parse
 
     try:
-        parsed = FunctionSchema.parse("opgen_op" + schema)
-    except BaseException as exc:
+        parsed = parse(schema)
+    except SchemaError as exc:
+        near = schema[exc.offset :][:30] or "the end"
         raise OpgenError(
             Diagnostic(
                 None,
                 None,
-                f"--schema is not a valid schema: {exc}".replace("opgen_op", ""),
-                'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
+                f"--schema is not a valid schema: {exc.message} (at {near!r})",
+                exc.hint or 'e.g. --schema "(Tensor x, float alpha=1.0) -> Tensor"',
             )
         ) from None
-    args = parsed.arguments.flat_all
-    mutated = [a.name for a in args if a.annotation is not None and a.annotation.is_write]
-    params = [Param(a.name, normalize_type(str(a.type)), a.name in mutated) for a in args]
-    returns = [str(r.type) for r in parsed.returns]
+    args = parsed.args
+    params = [Param(a.name, a.type.family, a.type.is_write) for a in args]
+    # a return aliasing an argument keeps its annotation: no copy-through writes one
+    returns = [r.type.spelling if r.type.annotation else r.type.family for r in parsed.returns]
     plan = copy_plan(params, returns)
     # every argument without a default (an optional one too: the schema asks for a value)
     given = [
@@ -187,28 +191,33 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
         for p, a in zip(params, args, strict=True)
         if a.default is None and p.type.rstrip("?") in _SAMPLE_VALUES
     ]
-    if plan is not None:
+    reference = '# reference = "..."       # the PyTorch expression the op must match'
+    if plan is not None and doc is None:
         reference = (
             f"reference = {json.dumps(plan.reference)}"
             f"  # placeholder: the starter kernels copy {plan.source_expr}; write what {qualname} must compute"
         )
+    if plan is not None:
         kind, rules = plan.fake()
         fake = f"[fake]\n{kind} = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
         if plan.mutated:
             checks = [f"{m}.numel() == {plan.source_expr}.numel()" for m in plan.mutated]
             fake = f"[fake]\nchecks = [{', '.join(map(json.dumps, checks))}]\n"
     else:
-        reference = '# reference = "..."       # the PyTorch expression the op must match'
         fake = _new_empty_fake(params, returns)
     return _CUSTOM_SPEC.format(
         qualname=qualname,
-        schema=schema.replace('"', '\\"'),
+        schema=schema.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t"),
         devices=_toml_list(devices),
         backend=backend,
-        mutates=f"mutates = {mutated!r}\n".replace("'", '"') if mutated else "",
+        doc=doc or f"TODO: describe {qualname}.",
+        notes="".join(f"# {n}\n" for n in notes),
         vmap=(
             ""
-            if mutated or not parsed.returns
+            if any(p.mutated for p in params) or not parsed.returns
             else '# vmap = "elementwise"   # the torch.vmap rule: elementwise, leading, custom or loop (the default)\n'
         ),
         fake=fake,
@@ -219,8 +228,8 @@ def _custom_spec(qualname: str, schema: str, devices: list[str], backend: str) -
 
 def _new_empty_fake(params: list[Param], returns: list[str]) -> str:
     """A fake rule for a schema opgen has no starter for: an empty output shaped like a tensor input."""
-    if not returns:
-        return ""
+    if not returns or any(r not in ("Tensor", "Tensor[]") for r in returns):
+        return ""  # the generated fake raises, naming [fake] (non-tensor or aliasing returns)
     tensors = [p.name for p in params if p.type == "Tensor"]
     source = next((p.name for p in params if p.type == "Tensor" and not p.mutated), None)
     source = source or (tensors[0] if tensors else None)

@@ -8,7 +8,8 @@
 * `center` (subtract the mean of the whole tensor) has rule = "replicate", and
   its generated rule is edited to promise a Shard output as well;
 * `normalize_unkeyed` is `normalize` without the widened cache key
-  (Note [Sharding cache key]): its rule depends on a bool argument.
+  (Note [Sharding cache key]): its rule depends on a bool argument. Its samples
+  come from a generator of `testing_helpers.py`.
 
 `scale` (elementwise, with a gradient), `rms_norm` and `fused_add_rms_norm`
 (rowwise and mutating, with vLLM's schemas; `out` for `result`, a name opgen
@@ -68,7 +69,12 @@ _NORMALIZE = (
     '[[test.samples]]\nx = {shape = [5, 6]}\nlast = true\n\n[[test.samples]]\nx = {shape = [5, 6]}\nlast = false\n',
     "return x - x.mean(dim=-1 if last else 0, keepdim=True)",
 )
-SPECS["normalize"] = SPECS["normalize_unkeyed"] = _NORMALIZE
+SPECS["normalize"] = _NORMALIZE
+# The same samples from a generator of testing_helpers.py: the distributed tests run them too.
+SPECS["normalize_unkeyed"] = (*_NORMALIZE[:3], 'samples_from = "normalize_samples"\n', _NORMALIZE[4])
+HELPERS = (
+    'return [{"x": torch.randn(5, 6, dtype=dtype, device=device), "last": last} for last in (True, False)]'
+)
 
 MUTATES = {"rms_norm": ["out"], "fused_add_rms_norm": ["input", "residual"]}
 
@@ -125,6 +131,7 @@ def make_project(root: Path) -> Path:
         _fill(root / "shardlib" / "kernels" / f"{name}.py", kernel)
     for name, body in CUSTOM_RULES.items():
         _fill(root / "shardlib" / "sharding_rules" / f"{name}.py", body)
+    _fill(root / "shardlib" / "testing_helpers.py", HELPERS)
     rules = root / "shardlib" / "sharding.py"
     text = rules.read_text()
     for old, new in BREAKS:

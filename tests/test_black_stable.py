@@ -275,7 +275,9 @@ def test_generate_runs_black_only_for_template_overrides(tmp_path: Path, monkeyp
     templates = root / "templates/python"
     templates.mkdir(parents=True)
     macros = (REPO / "templates/python/_macros.j2").read_text()
-    (templates / "_macros.j2").write_text(macros.replace("_compiling = torch.compiler.is_compiling", "_compiling = torch.compiler.is_compiling  # dynamo folds it"))
+    line = "{{ n.compiling }} = torch.compiler.is_compiling"
+    assert line in macros
+    (templates / "_macros.j2").write_text(macros.replace(line, line + "  # dynamo folds it"))
     generate(root, templates=root / "templates")
     # the op module imports the overridden macros; nothing else does
     assert sorted(jobs) == ["mylib/_generated/foo.py"]

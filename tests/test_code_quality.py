@@ -33,7 +33,7 @@ def test_mypy() -> None:
     assert "Success" in run.stdout
 
 
-_LIBRARY = ("opgen.generate", "opgen.new", "opgen.build", "opgen.overrides", "opgen.project", "opgen.fs", "opgen.changes", "opgen.writer", "opgen.plan", "opgen.confined", "opgen.caches", "opgen.targets.project")
+_LIBRARY = ("opgen.generate", "opgen.new", "opgen.build", "opgen.overrides", "opgen.project", "opgen.fs", "opgen.changes", "opgen.writer", "opgen.plan", "opgen.confined", "opgen.caches", "opgen.targets.project", "opgen.importer")
 
 
 def _undocumented(module_name: str) -> list[str]:

@@ -6,6 +6,8 @@ import pytest
 
 from opgen.api import cpp
 from opgen.build import foreign_symbols
+from opgen.spec.dialect.parser import parse
+from opgen.spec.dialect.types import SchemaType
 
 from _cpp_support import CALL_ALL_TYPES, opgen, python, types_project
 
@@ -30,6 +32,8 @@ STABLE = {
     "str?": "std::optional<std::string>",
     "int[]?": "std::optional<std::vector<int64_t>>",
     "ScalarType?": "std::optional<torch::headeronly::ScalarType>",
+    "Tensor?[]": "const std::vector<std::optional<torch::stable::Tensor>>&",
+    "Tensor[]?": "const std::optional<std::vector<torch::stable::Tensor>>&",
 }
 
 CLASSIC = {
@@ -54,33 +58,63 @@ CLASSIC = {
     "int[]?": "at::OptionalIntArrayRef",
     "SymInt[]?": "at::OptionalSymIntArrayRef",
     "Scalar?": "const std::optional<at::Scalar>&",
+    "Tensor?[]": "const c10::List<std::optional<at::Tensor>>&",
+    "Tensor[]?": "std::optional<at::TensorList>",
+    "(int, int)?": "std::optional<std::tuple<int64_t, int64_t>>",
+    "(int, SymInt, float, bool)": "std::tuple<int64_t, int64_t, double, bool>",
 }
+
+
+def _type(text: str) -> SchemaType:
+    return parse(f"({text} a) -> ()").args[0].type
 
 
 @pytest.mark.parametrize("schema_type, expected", sorted(STABLE.items()))
 def test_stable_arg_types(schema_type, expected):
-    assert cpp.arg_type(schema_type, "stable") == expected
+    assert cpp.arg_type(_type(schema_type), "stable") == expected
 
 
 @pytest.mark.parametrize("schema_type, expected", sorted(CLASSIC.items()))
 def test_classic_arg_types(schema_type, expected):
-    assert cpp.arg_type(schema_type, "classic") == expected
+    assert cpp.arg_type(_type(schema_type), "classic") == expected
 
 
-@pytest.mark.parametrize("schema_type", ["Scalar", "Scalar?", "Scalar[]"])
-def test_stable_rejects_scalar(schema_type):
+@pytest.mark.parametrize(
+    "schema_type", ["Scalar", "Scalar?", "Scalar[]", "(int, int)?", "(int, int)"]
+)
+def test_stable_rejects_scalar_and_tuples(schema_type):
     with pytest.raises(ValueError, match="stable C.. target cannot carry"):
-        cpp.arg_type(schema_type, "stable")
+        cpp.arg_type(_type(schema_type), "stable")
 
 
-def test_return_types():
+RETURNS = {
+    "Tensor": ("torch::stable::Tensor", "at::Tensor"),
+    "Tensor?": ("std::optional<torch::stable::Tensor>", "std::optional<at::Tensor>"),
+    "Tensor[]": ("std::vector<torch::stable::Tensor>", "std::vector<at::Tensor>"),
+    "int": ("int64_t", "int64_t"),
+    "SymInt": ("int64_t", "c10::SymInt"),
+    "float": ("double", "double"),
+    "bool": ("bool", "bool"),
+    "str": ("std::string", "std::string"),
+    "str[]": ("std::vector<std::string>", "std::vector<std::string>"),
+    "ScalarType": ("torch::headeronly::ScalarType", "at::ScalarType"),
+}
+
+
+@pytest.mark.parametrize("schema_type, expected", sorted(RETURNS.items()))
+def test_return_types(schema_type, expected):
+    from opgen.spec.model import Ret
+
+    rets = (Ret("", parse(f"() -> {schema_type}").returns[0].type),)
+    assert (cpp.return_type(rets, "stable"), cpp.return_type(rets, "classic")) == expected
+
+
+def test_void_and_tuple_returns():
     from opgen.spec.model import Ret
 
     assert cpp.return_type((), "stable") == "void"
-    assert cpp.return_type((Ret(None, "Tensor"),), "classic") == "at::Tensor"
-    assert cpp.return_type((Ret(None, "Tensor[]"),), "stable") == "std::vector<torch::stable::Tensor>"
-    two = (Ret(None, "Tensor"), Ret(None, "Tensor"))
-    assert cpp.return_type(two, "stable") == "std::tuple<torch::stable::Tensor, torch::stable::Tensor>"
+    two = tuple(Ret("", r.type) for r in parse("() -> (Tensor, int)").returns)
+    assert cpp.return_type(two, "stable") == "std::tuple<torch::stable::Tensor, int64_t>"
 
 
 def test_target_version_hex():
@@ -99,10 +133,19 @@ def built_types(request, tmp_path_factory):
 def test_every_type_compiles_and_unboxes(built_types):
     """Every argument unboxes: each kernel returns (a starter) or reaches its "not implemented" check."""
     target, root = built_types
-    extra = ", 2.5, None" if target == "classic" else ""
+    extra = ", 2.5, None, (1, 2)" if target == "classic" else ""
     result = python(CALL_ALL_TYPES % extra, cwd=root)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.split() == ["unboxed", "alltypes", "unboxed", "listret", "unboxed", "outop"]
+    assert result.stdout.split() == [
+        "unboxed",
+        "alltypes",
+        "unboxed",
+        "listret",
+        "unboxed",
+        "outop",
+        "unboxed",
+        "allrets",
+    ]
 
 
 @pytest.mark.slow  # built_types runs nvcc
@@ -150,5 +193,8 @@ def test_backward_refusal(built_types):
     result = python(_REFUSAL, cwd=root)
     assert result.returncode == 0, result.stdout + result.stderr
     message = "typ::listret has no gradient formula: add a [grad] table to listret.toml"
-    assert result.stdout.splitlines() == [message, "direct call" if target == "classic" else "fast path"]
+    assert result.stdout.splitlines() == [
+        message,
+        "direct call" if target == "classic" else "fast path",
+    ]
     assert (root / "csrc" / "registration_autograd.cpp").is_file() == (target == "classic")

@@ -6,6 +6,8 @@ import pytest
 
 from opgen.api import python as py
 from opgen.api.autograd import plan_function
+from opgen.spec.dialect.parser import parse
+from opgen.spec.dialect.types import SchemaType
 
 from _specs import simple_op
 
@@ -31,17 +33,20 @@ TWO = "x = {shape = [2]}\nw = {shape = [2]}"
     ],
 )
 def test_python_annotation(schema_type, expected):
-    assert py.annotation(schema_type) == expected
+    assert py.annotation(parse(f"({schema_type} a) -> ()").args[0].type) == expected
 
 
 def test_unknown_type_has_no_annotation():
     with pytest.raises(ValueError, match="no Python annotation"):
-        py.annotation("Layout")
+        py.annotation(SchemaType.base("Layout"))
 
 
 def test_signature_keeps_kwarg_only_and_defaults():
-    op = simple_op("(Tensor x, int[] k=[1,2], *, float alpha=0.5, str mode=\"a\") -> Tensor")
-    assert py.signature(op) == 'x: Tensor, k: Sequence[int] = (1, 2), *, alpha: float = 0.5, mode: str = "a"'
+    op = simple_op('(Tensor x, int[] k=[1,2], *, float alpha=0.5, str mode="a") -> Tensor')
+    assert (
+        py.signature(op)
+        == 'x: Tensor, k: Sequence[int] = (1, 2), *, alpha: float = 0.5, mode: str = "a"'
+    )
     assert py.signature(op, annotate=False) == 'x, k=(1, 2), *, alpha=0.5, mode="a"'
     assert py.call_arguments(op) == "x, k, alpha=alpha, mode=mode"
 
@@ -57,7 +62,10 @@ def _plan(schema, grad, sample=TWO, jvp=None):
 
 
 def test_saves_only_shapes_when_only_shapes_are_used():
-    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad.sum_to_size(x.shape)", "w": "grad.sum_to_size(w.shape)"})
+    plan = _plan(
+        "(Tensor x, Tensor w) -> Tensor",
+        {"x": "grad.sum_to_size(x.shape)", "w": "grad.sum_to_size(w.shape)"},
+    )
     assert "ctx._x_shape = x.shape" in plan.setup_lines
     assert "ctx._w_shape = w.shape" in plan.setup_lines
     assert not any("save_for" in line for line in plan.setup_lines)
@@ -71,7 +79,9 @@ def test_saves_tensors_used_in_full_and_nothing_else():
 
 
 def test_non_tensor_inputs_go_on_ctx_and_get_none_gradients():
-    plan = _plan("(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
+    plan = _plan(
+        "(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0"
+    )
     assert "ctx._alpha = alpha" in plan.setup_lines
     assert plan.backward_lines[-1] == "return _grad_x, _grad_alpha"
     assert "_grad_x = _grad_alpha = None" in plan.backward_lines
@@ -79,8 +89,8 @@ def test_non_tensor_inputs_go_on_ctx_and_get_none_gradients():
 
 def test_result_is_saved_from_output():
     plan = _plan("(Tensor x) -> Tensor", {"x": "grad * result"}, "x = {shape = [2]}")
-    assert "_output = output" in plan.setup_lines
-    assert "ctx.save_for_backward(_output)" in plan.setup_lines
+    assert "ctx.save_for_backward(output)" in plan.setup_lines
+    assert "result = _saved[0]" in plan.backward_lines
 
 
 def test_formulas_run_only_when_needed():
@@ -157,13 +167,17 @@ def test_auto_linear_applies_the_op_to_the_tangents():
 def test_without_formulas_backward_and_jvp_raise():
     op = simple_op("(Tensor x) -> Tensor")
     plan = plan_function(op, {})
-    assert plan.backward_lines == ("raise RuntimeError(_NO_GRAD)",)
-    assert plan.jvp_lines == ("raise RuntimeError(_NO_JVP)",)
+    assert plan.backward_lines == ("_no_gradient(_NO_GRAD)",)
+    assert plan.jvp_lines == ("_no_gradient(_NO_JVP)",)
     assert plan.setup_lines == ("pass",)
 
 
 def test_fake_like_is_kept_as_written_and_the_api_derives_the_code():
-    op = simple_op("(Tensor x, Tensor y) -> (Tensor, Tensor)", fake='like = ["y", "x"]', sample="x = {shape = [2]}\ny = {shape = [2]}")
+    op = simple_op(
+        "(Tensor x, Tensor y) -> (Tensor, Tensor)",
+        fake='like = ["y", "x"]',
+        sample="x = {shape = [2]}\ny = {shape = [2]}",
+    )
     assert op.fake.like == ("y", "x") and op.fake.expr == ()
     assert py.fake_outputs(op) == ("y.new_empty(y.shape)", "x.new_empty(x.shape)")
     written = simple_op("(Tensor x) -> Tensor", fake='expr = "x.new_empty(3)"')
@@ -173,8 +187,18 @@ def test_fake_like_is_kept_as_written_and_the_api_derives_the_code():
 def test_names_of_an_overload_come_from_one_place():
     from _specs import op_from_toml
 
-    op = op_from_toml('name = "mylib::foo.out"\nregistration = "library"\nschema = "(Tensor x) -> Tensor"\n[fake]\nlike = "x"\n[test]\n[[test.samples]]\nx = {shape = [2]}\n')
-    assert (op.overload_name, op.registered_name, op.module) == ("foo.out", "mylib::foo.out", "foo_out")
+    op = op_from_toml(
+        'name = "mylib::foo.out"\nregistration = "library"\nschema = "(Tensor x) -> Tensor"\n[fake]\nlike = "x"\n[test]\n[[test.samples]]\nx = {shape = [2]}\n'
+    )
+    assert (op.overload_name, op.registered_name, op.module) == (
+        "foo.out",
+        "mylib::foo.out",
+        "foo_out",
+    )
     assert op.full_schema == "foo.out(Tensor x) -> Tensor"
     plain = simple_op("(Tensor x) -> Tensor")
-    assert (plain.overload_name, plain.registered_name, plain.module) == ("foo", "mylib::foo", "foo")
+    assert (plain.overload_name, plain.registered_name, plain.module) == (
+        "foo",
+        "mylib::foo",
+        "foo",
+    )

@@ -98,7 +98,7 @@ def test_generate_outside_a_project_fails_clearly(tmp_path):
 def test_version_and_help_without_type_placeholders():
     version = subprocess.run([sys.executable, "-m", "opgen", "--version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and version.stdout == f"opgen {opgen.__version__}\n"
-    for command in ([], ["new"], ["generate"], ["build"], ["test"], ["bench"], ["templates"], ["templates", "eject"]):
+    for command in ([], ["new"], ["import"], ["generate"], ["build"], ["test"], ["bench"], ["templates"], ["templates", "eject"]):
         help_text = run_cli(*command, "--help", cwd=Path.cwd()).output
         assert "Usage:" in help_text, command
         assert not re.search(r"<(bool|str|int|float|path|list)", help_text, re.I), (command, help_text)

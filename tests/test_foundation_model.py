@@ -14,9 +14,17 @@ from _specs import op_from_toml, simple_op
     [
         ("(Tensor x) -> Tensor", None, None),
         ("(Tensor x, float alpha=1.0) -> Tensor", None, None),
-        ("(Tensor x, int[] box, SymInt n, Tensor? w=None) -> (Tensor, Tensor)", "x = {shape = [2]}\nbox = [1]\nn = 2", 'like = ["x", "x"]'),
-        ("(Tensor x, *, bool flag=False, str mode=\"a\") -> Tensor", None, None),
-        ("(Tensor[] xs, ScalarType? dtype=None) -> Tensor[]", "xs = [{shape = [2]}]", 'expr = "[xs[0].new_empty(2)]"'),
+        (
+            "(Tensor x, int[] box, SymInt n, Tensor? w=None) -> (Tensor, Tensor)",
+            "x = {shape = [2]}\nbox = [1]\nn = 2",
+            'like = ["x", "x"]',
+        ),
+        ('(Tensor x, *, bool flag=False, str mode="a") -> Tensor', None, None),
+        (
+            "(Tensor[] xs, ScalarType? dtype=None) -> Tensor[]",
+            "xs = [{shape = [2]}]",
+            'expr = "[xs[0].new_empty(2)]"',
+        ),
     ],
 )
 def test_schema_round_trips(schema, sample, fake):
@@ -27,30 +35,54 @@ def test_schema_round_trips(schema, sample, fake):
 
 def test_mutates_writes_alias_annotations():
     both = "x = {shape = [2]}\nout = {shape = [2]}\nout2 = {shape = [2]}"
-    op = simple_op("(Tensor x, Tensor out, Tensor out2) -> ()", mutates=["out", "out2"], fake="", sample=both)
+    op = simple_op(
+        "(Tensor x, Tensor out, Tensor out2) -> ()", mutates=["out", "out2"], fake="", sample=both
+    )
     assert op.schema == "(Tensor x, Tensor(a!) out, Tensor(b!) out2) -> ()"
     assert [a.name for a in op.mutated] == ["out", "out2"]
 
 
 def test_annotation_already_written_is_accepted():
-    op = simple_op("(Tensor x, Tensor(a!) out) -> ()", mutates=["out"], fake="", sample="x = {shape = [2]}\nout = {shape = [2]}")
+    op = simple_op(
+        "(Tensor x, Tensor(a!) out) -> ()",
+        mutates=["out"],
+        fake="",
+        sample="x = {shape = [2]}\nout = {shape = [2]}",
+    )
     assert op.schema == "(Tensor x, Tensor(a!) out) -> ()"
 
 
-def test_annotation_without_mutates_is_rejected():
-    with pytest.raises(OpgenError, match="annotated as mutated but is not in `mutates`"):
-        simple_op("(Tensor x, Tensor(a!) out) -> ()", fake="", sample="x = {shape = [2]}\nout = {shape = [2]}")
+def test_annotation_without_mutates_is_derived():
+    op = simple_op(
+        "(Tensor x, Tensor(a!) out) -> ()", fake="", sample="x = {shape = [2]}\nout = {shape = [2]}"
+    )
+    assert [a.name for a in op.mutated] == ["out"]
+
+
+def test_mutates_that_disagrees_with_the_annotations_is_rejected():
+    with pytest.raises(OpgenError, match="annotated as written .* but is not in `mutates`"):
+        simple_op(
+            "(Tensor x, Tensor(a!) out, Tensor! y) -> ()",
+            mutates=["y"],
+            fake="",
+            sample="x = {shape = [2]}\nout = {shape = [2]}\ny = {shape = [2]}",
+        )
 
 
 def test_kwarg_only_and_defaults_are_kept():
     op = simple_op("(Tensor x, *, float alpha=0.5) -> Tensor")
-    (x, alpha) = op.args
-    assert not x.kwarg_only and alpha.kwarg_only and alpha.default == "0.5"
+    x, alpha = op.args
+    assert not x.kwarg_only and alpha.kwarg_only and alpha.default is not None
+    assert (alpha.default.text, alpha.default.value) == ("0.5", 0.5)
     assert op.full_schema == "foo(Tensor x, *, float alpha=0.5) -> Tensor"
 
 
 def test_grad_formula_targets_several_inputs():
-    op = simple_op("(Tensor x, Tensor w) -> Tensor", grad={"x, w": "(grad * w, grad * x)"}, sample="x = {shape = [2]}\nw = {shape = [2]}")
+    op = simple_op(
+        "(Tensor x, Tensor w) -> Tensor",
+        grad={"x, w": "(grad * w, grad * x)"},
+        sample="x = {shape = [2]}\nw = {shape = [2]}",
+    )
     assert op.grads[0].inputs == ("x", "w")
 
 

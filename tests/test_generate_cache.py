@@ -106,7 +106,7 @@ def _outputs_of(root: Path, op: str) -> set[str]:
     return {f"mylib/_generated/{op}.py", f"mylib/kernels/{op}.py", f"tests/test_{op}.py"}
 
 
-PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_testing.py", "mylib/_testing_transforms.py", "mylib/_testing_pt2.py", "mylib/_runtime.py", "mylib/_batching.py", "tests/conftest.py"}
+PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_testing.py", "mylib/_testing_transforms.py", "mylib/_testing_pt2.py", "mylib/_testing_samples.py", "mylib/_runtime.py", "mylib/_batching.py", "tests/conftest.py"}
 
 
 def test_a_no_op_run_renders_nothing_and_hashes_the_project_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -335,3 +335,61 @@ def test_a_cached_model_is_the_validated_one() -> None:
     for op in project.ops:
         back = op_from_json(json.loads(json.dumps(op_to_json(op, project.root))), project.root)
         assert back == op and back.lines == op.lines and back.path == op.path, op.name
+
+
+# Schemas of PyTorch's whole dialect: alias sets (numbered, bare `!`, views), optional and tuple
+# types, spaced and keyword-only defaults, non-tensor, optional and list returns.
+DIALECT_SPECS = {
+    "mut": '(Tensor(a!) x, Tensor y) -> Tensor(a!)',
+    "bang": "(Tensor positions, Tensor! query, Tensor!? key, int head_size, bool is_neox) -> ()",
+    "flash": "(Tensor dout, Tensor(a6!)? dq, Tensor(a7!)? dk, float p, SymInt w, Tensor? rng=None) -> Tensor",
+    "shapes": "(Tensor x, (int, int)? group_shape=None, float padding_value = 0, *, int[2] pad=[0, 0]) -> Tensor",
+    "mixed": "(Tensor x, bool give, ScalarType dtype=float32, str mode='a') -> (Tensor, Tensor?, int, SymInt)",
+    "parts": "(Tensor x) -> (Tensor values, Tensor[] parts)",
+    "view": "(Tensor(a) x) -> Tensor(a)",
+}
+
+
+def test_a_cached_model_of_every_dialect_schema_is_the_validated_one() -> None:
+    """The schema types (alias sets, optional, list and tuple types, defaults) survive the cache's
+    JSON as the same objects: their enums as enums, not as the strings they compare equal to."""
+    from opgen.spec.dialect.types import SchemaType
+    from opgen.spec.serial import op_from_json, op_to_json
+
+    from _specs import CONFIG, op_from_toml
+
+    def kinds(kind: SchemaType) -> list[object]:
+        return [type(kind.kind), kind.kind, *(k for item in kind.items for k in kinds(item))]
+
+    for name, schema in DIALECT_SPECS.items():
+        op = op_from_toml(f'name = "mylib::{name}"\nschema = "{schema}"\n')
+        back = op_from_json(json.loads(json.dumps(op_to_json(op, CONFIG.root))), CONFIG.root)
+        assert back == op and back.schema == op.schema, name
+        for ours, theirs in zip(back.args + back.returns, op.args + op.returns, strict=True):
+            assert kinds(ours.type) == kinds(theirs.type), name
+        for ours_arg, arg in zip(back.args, op.args, strict=True):
+            value = arg.default.value if arg.default else None
+            assert type(ours_arg.default.value if ours_arg.default else None) is type(value), name
+        assert context.op_context(back, CONFIG) == context.op_context(op, CONFIG), name
+
+
+def test_a_run_from_cached_dialect_specs_writes_what_a_fresh_run_writes(tmp_path: Path) -> None:
+    """Editing one spec renders the package files (and that op) from the other ops' cached models:
+    the files are byte for byte those of a run that validates every spec."""
+    cached, fresh = tmp_path / "cached", tmp_path / "fresh"
+    for root in (cached, fresh):
+        (root / "ops").mkdir(parents=True)
+        (root / "opgen.toml").write_text(PROJECT)
+        for name, schema in DIALECT_SPECS.items():
+            (root / f"ops/{name}.toml").write_text(f'name = "mylib::{name}"\nschema = "{schema}"\n')
+    generate(cached)
+    for root in (cached, fresh):
+        (root / "ops/mut.toml").write_text(
+            'name = "mylib::mut"\nschema = "(Tensor(a!) x, Tensor y) -> Tensor(a!)"\ndoc = "Edited."\n'
+        )
+    generate(cached)
+    generate(fresh)
+    files = _outputs(fresh)
+    assert _outputs(cached) == files and len(files) > 3 * len(DIALECT_SPECS)
+    for path in sorted(files):
+        assert (cached / path).read_bytes() == (fresh / path).read_bytes(), path

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from opgen.spec.dialect.parser import SchemaError, parse
+from opgen.spec.dialect.rules import schema_problems
 from opgen.spec.expr import ExprProblem, check_expression
 from opgen.spec.names import identifier_problem, package_problem
-from opgen.spec.types import default_problem
 
 
 @pytest.mark.parametrize(
@@ -77,34 +78,8 @@ def test_check_expression(text: str, words) -> None:
     ],
 )
 def test_default_problem(type_text: str, default: str, ok: bool) -> None:
-    assert (default_problem(type_text, default) is None) == ok
-
-
-def test_module_globals_of_generated_ops_are_reserved_op_names() -> None:
-    """An op named like a global of its generated module would replace it: each is reserved."""
-    import ast
-    from pathlib import Path
-
-    from opgen.spec.names import RESERVED_OP_NAMES
-
-    folder = (
-        Path(__file__).resolve().parent.parent / "generated_example" / "example_ops" / "_generated"
-    )
-    modules = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
-    assert modules
-    for module in modules:
-        found: set[str] = set()
-        for node in ast.parse(module.read_text()).body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                found.add(node.name)
-            elif isinstance(node, ast.Assign):
-                found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                found |= {a.asname or a.name for a in node.names}
-        # the op's own names: its wrapper, kernels (`_<op>`, `_<op>_<device>`), Function,
-        # and the sibling ops its formulas call (`_op_<other>`)
-        own = {
-            n for n in found if n.startswith(("_op_", f"_{module.stem}")) or n.endswith("Function")
-        }
-        private = {n for n in found - own if n.startswith("_") and n != "__all__"}
-        assert private <= RESERVED_OP_NAMES, f"{module.name}: {sorted(private - RESERVED_OP_NAMES)}"
+    try:
+        problems = schema_problems(parse(f"({type_text} a={default}) -> ()"))
+    except SchemaError:
+        problems = ["refused while parsing"]
+    assert (not problems) == ok

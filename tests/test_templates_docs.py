@@ -28,7 +28,7 @@ _OPS = [
 def _flatten(value: Any, prefix: str, out: set[str]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
-            name = "<device>" if key in _DEVICE_KEYS else key
+            name = "<device>" if key in _DEVICE_KEYS else "<role>" if prefix == "op.names" else key
             _flatten(item, f"{prefix}.{name}" if prefix else name, out)
     elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
         for item in value:
@@ -68,7 +68,9 @@ def _template_table() -> dict[str, set[str]]:
     return {name: set(re.findall(r"`([^`]+)`", variables)) for name, variables in rows}
 
 
-def test_every_variable_is_documented_and_every_documented_one_exists(contexts: dict[str, set[str]]) -> None:
+def test_every_variable_is_documented_and_every_documented_one_exists(
+    contexts: dict[str, set[str]],
+) -> None:
     real = set().union(*contexts.values())
     documented = _documented()
     missing, stale = sorted(real - documented), sorted(documented - real)
@@ -76,7 +78,9 @@ def test_every_variable_is_documented_and_every_documented_one_exists(contexts: 
     assert not stale, f"docs/templates.md documents variables no template receives: {stale}"
 
 
-def test_template_table_lists_every_template_and_what_it_receives(contexts: dict[str, set[str]]) -> None:
+def test_template_table_lists_every_template_and_what_it_receives(
+    contexts: dict[str, set[str]],
+) -> None:
     table = _template_table()
     assert sorted(table) == builtin_names(), "docs/templates.md: one row per built-in template"
     for template, names in contexts.items():

@@ -8,7 +8,9 @@ skipping its Autograd kernel. That kernel applies the same Function for plain
 autograd and forward-mode AD, redispatches below autograd when neither is
 needed, and raises under torch.func transforms, which cannot reach a Function
 applied from inside the dispatcher: a torch.ops call under torch.func.grad or
-jvp gets a clear error, never a zero gradient.
+jvp gets a clear error, never a zero gradient. Ops that write to an argument
+get kernels that run them below autograd and below ADInplaceOrView instead
+(Note [Mutating ops that return]).
 
 All this relies on torch names that are not public API. If a torch upgrade
 removed one, the code here falls back to a slower public path where there is
@@ -22,7 +24,7 @@ from __future__ import annotations
 import types
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -32,6 +34,7 @@ __all__ = [
     "AUTOGRAD",
     "AFTER_AUTOGRAD",
     "FORWARD_AD",
+    "INPLACE_OR_VIEW",
     "any_requires_grad",
     "transforms_active",
     "is_excluded",
@@ -46,6 +49,11 @@ __all__ = [
     "flatten",
     "unflatten",
     "nest",
+    "register_below_autograd",
+    "register_version_bump",
+    "bump_versions",
+    "missing_fake",
+    "no_gradient",
 ]
 
 # The private names this torch lacks; the generated tests assert it stays empty.
@@ -93,6 +101,15 @@ AUTOGRAD: Any = _lookup(
     "torch._C.DispatchKey.AutogradFunctionality",
 )
 AFTER_AUTOGRAD: Any = _lookup(_C, "_after_autograd_keyset", "torch._C._after_autograd_keyset")
+INPLACE_OR_VIEW: Any = _lookup(
+    getattr(_C, "DispatchKey", None), "ADInplaceOrView", "torch._C.DispatchKey.ADInplaceOrView"
+)
+for _name in (
+    "_AutoDispatchBelowAutograd",
+    "_AutoDispatchBelowADInplaceOrView",
+    "_after_ADInplaceOrView_keyset",
+):
+    _lookup(_C, _name, f"torch._C.{_name}")
 _function_apply = getattr(getattr(_C, "_FunctionBase", None), "__dict__", {}).get("apply")
 if _function_apply is None:
     MISSING.append("torch._C._FunctionBase.apply")
@@ -112,8 +129,10 @@ if any_requires_grad is None:
     any_requires_grad = lambda *args: True  # noqa: E731  (every call takes the Function path)
 if transforms_active is None:
     transforms_active = lambda: True  # noqa: E731  (Function.apply checks for itself)
-if is_excluded is None or set_excluded is None or AUTOGRAD is None:
+if is_excluded is None or set_excluded is None or AUTOGRAD is None or INPLACE_OR_VIEW is None:
     is_excluded, set_excluded = (lambda key: False), (lambda key, state: None)
+    # the wrappers of mutating ops bump versions only when they skip the kernels that do
+    transforms_active = lambda: True  # noqa: E731  (every wrapper takes the regular path)
 if _peek_interpreter is None or _transform_types is None:
     _peek_interpreter = lambda: None  # noqa: E731
 _warn_once()
@@ -266,3 +285,79 @@ def nest(returns: tuple[bool, ...], flat: Sequence[Any]) -> Any:
     size = len(flat) - (len(returns) - 1)
     out = [*flat[:list_at], list(flat[list_at : list_at + size]), *flat[list_at + size :]]
     return out[0] if len(returns) == 1 else tuple(out)
+
+
+def missing_fake(message: str) -> NoReturn:
+    """The fake kernel of an op whose spec has no [fake] table."""
+    raise NotImplementedError(message)
+
+
+def no_gradient(message: str) -> NoReturn:
+    """The backward of an op without gradient formulas: it has none, so it refuses."""
+    raise RuntimeError(message)
+
+
+# Note [Mutating ops that return]
+# torch refuses gradient formulas (register_autograd) for an op that writes to
+# an argument or returns a view of one, and without an Autograd kernel an op
+# whose inputs require grad fails opcheck's autograd checks. Such an op gets the Autograd kernel C++
+# extensions use: it runs the op below autograd, so its outputs do not require
+# grad. Its ADInplaceOrView kernel bumps the version counter of every argument
+# the op writes, as torch's own in-place ops do: a kernel that writes through
+# a data pointer (C++, NumPy) does not, and autograd then could not tell that a
+# tensor saved for backward was overwritten.
+
+
+def register_below_autograd(lib: torch.library.Library, name: str, handle: Any) -> None:
+    """Register `handle`'s Autograd kernel: it runs the op below autograd.
+
+    Note [Mutating ops that return] says why."""
+    if not hasattr(torch._C, "_AutoDispatchBelowAutograd") or not hasattr(
+        torch._C, "_after_autograd_keyset"
+    ):
+        return
+    below, after = torch._C._AutoDispatchBelowAutograd, torch._C._after_autograd_keyset
+
+    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        with below():
+            return handle.redispatch(keyset & after, *args, **kwargs)
+
+    lib.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def bump_versions(*values: Any) -> None:
+    """Bump the version counter of each tensor (in lists too; None is skipped)."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            torch.autograd.graph.increment_version(value)
+        elif isinstance(value, (list, tuple)):
+            bump_versions(*value)
+
+
+def register_version_bump(lib: torch.library.Library, name: str, handle: Any) -> None:
+    """Register `handle`'s ADInplaceOrView kernel: bump the versions of what it writes."""
+    names = ("_AutoDispatchBelowADInplaceOrView", "_after_ADInplaceOrView_keyset")
+    if not all(hasattr(torch._C, name) for name in names):
+        return
+    below, after = (
+        torch._C._AutoDispatchBelowADInplaceOrView,
+        torch._C._after_ADInplaceOrView_keyset,
+    )
+    written = [
+        (index, argument.name, argument.kwarg_only)
+        for index, argument in enumerate(handle._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    ]
+
+    def version_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        with below():
+            result = handle.redispatch(keyset & after, *args, **kwargs)
+        for index, argument, keyword in written:
+            bump_versions(
+                kwargs.get(argument) if keyword else args[index] if index < len(args) else None
+            )
+        return result
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Warning only once for all operators")
+        lib.impl(name, version_kernel, "ADInplaceOrView", with_keyset=True)

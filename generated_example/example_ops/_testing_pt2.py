@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from ._testing import TensorSpec, _clone, _outputs, _tensor, tolerances
+from ._testing import _assert_same, _message, _outputs, tolerances
+from ._testing_samples import TensorSpec, _tensor
+from ._testing_samples import clone as _clone
 
 __all__ = [
     "check_dynamic_shapes",
@@ -29,6 +31,11 @@ def _grow(size: int, step: int) -> int:
     return size + step if size >= 2 else size
 
 
+def _growable(value: TensorSpec) -> bool:
+    """Exact values and offsets keep their shape: only random tensors grow."""
+    return value.values is None and not value.offsets
+
+
 def _has_elements(value: Any) -> bool:
     if isinstance(value, TensorSpec):
         return all(d > 0 for d in value.shape)
@@ -37,17 +44,24 @@ def _has_elements(value: Any) -> bool:
     return True
 
 
+def _tables(samples) -> list[dict[str, Any]]:
+    """The samples written in the spec (a generator of testing_helpers.py has no sizes to grow)."""
+    return [s for s in samples if isinstance(s, dict)]
+
+
 def _first_sample(samples, spec: str, what: str) -> dict[str, Any]:
-    sample = next((s for s in samples if all(_has_elements(v) for v in s.values())), None)
+    sample = next((s for s in _tables(samples) if all(_has_elements(v) for v in s.values())), None)
     if sample is None:
-        raise AssertionError(f"no sample of {spec} has only non-empty tensors: {what} needs one")
+        raise AssertionError(
+            f"no [[test.samples]] table of {spec} has only non-empty tensors: {what} needs one"
+        )
     return sample
 
 
 def _make(value: Any, device: str, dtype: torch.dtype, step: int, sizes: bool = False) -> Any:
     """A sample value with every size grown by `step`: tensors' dims, and the op's size ints."""
     if isinstance(value, TensorSpec):
-        shape = tuple(_grow(d, step) for d in value.shape)
+        shape = tuple(_grow(d, step) for d in value.shape) if _growable(value) else value.shape
         return _tensor(
             dataclasses.replace(value, shape=shape, noncontiguous=False), device, dtype, False
         )
@@ -106,7 +120,7 @@ def check_dynamic_shapes(
                 for name, v in _clone(kwargs).items()
             }
         )
-        torch.testing.assert_close(got, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
+        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
     why = (
         f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and "
         "torch.compile specializes on ints: declare them SymInt (the kernel still receives "
@@ -160,9 +174,10 @@ def _grown_batch(value: Any, grow: Any) -> Any:
     """A sample value whose tensors flagged in `grow` (one flag per tensor, in order) have 3 more
     rows."""
     if isinstance(value, TensorSpec):
+        grown = next(grow) and _growable(value)
         return (
             dataclasses.replace(value, shape=(value.shape[0] + 3, *value.shape[1:]))
-            if next(grow)
+            if grown
             else value
         )
     if isinstance(value, list) and value and isinstance(value[0], TensorSpec):
@@ -178,10 +193,11 @@ def check_export(
 
     def batched(sample: dict[str, Any]) -> bool:
         return any(
-            isinstance(v, TensorSpec) and len(v.shape) and v.shape[0] >= 2 for v in sample.values()
+            isinstance(v, TensorSpec) and _growable(v) and len(v.shape) and v.shape[0] >= 2
+            for v in sample.values()
         )
 
-    candidates = [s for s in samples if all(_has_elements(v) for v in s.values())]
+    candidates = [s for s in _tables(samples) if all(_has_elements(v) for v in s.values())]
     sample = next((s for s in candidates if batched(s)), None) or _first_sample(
         samples, spec, "the export test"
     )
@@ -205,7 +221,7 @@ def check_export(
     eager = _clone(grown)
     expected = _outputs(wrapper(**eager), eager, mutated)
     got = program.module()(*(grown[n] if i is None else grown[n][i] for n, i in _leaves(grown)))
-    torch.testing.assert_close(got, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
+    _assert_same(got, expected, _message(wrapper, 0), **tolerances(dtype, atol, rtol))
 
 
 def _autocast(value: Any, dtype: torch.dtype) -> Any:
@@ -225,7 +241,8 @@ def check_autocast(op, reference, samples, device, dtype, atol=None, rtol=None) 
     """Under torch.autocast the op runs in `dtype` and matches the reference on inputs cast the
     same way."""
     for kwargs in (
-        {name: _make(value, device, torch.float32, 0) for name, value in s.items()} for s in samples
+        {name: _make(value, device, torch.float32, 0) for name, value in s.items()}
+        for s in _tables(samples)
     ):
         with torch.autocast(device, dtype=dtype):
             got = op(**_clone(kwargs))
@@ -234,7 +251,7 @@ def check_autocast(op, reference, samples, device, dtype, atol=None, rtol=None) 
             assert (
                 out.dtype == dtype
             ), f"under torch.autocast the op returned {out.dtype}, not {dtype}"
-        torch.testing.assert_close(got, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
+        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
 
 
 def check_tags(op, tags) -> None:
@@ -275,7 +292,7 @@ def check_cuda_graph(op, samples, dtype, mutated=(), atol=None, rtol=None, spec=
     torch.cuda.synchronize()
     eager = _clone(fresh)
     expected = _outputs(op(**eager), eager, mutated)
-    torch.testing.assert_close(output, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
+    _assert_same(output, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
 
 
 def check_cuda_graph_compiled(
@@ -297,4 +314,4 @@ def check_cuda_graph_compiled(
         kwargs = {name: _make(value, "cuda", dtype, 0) for name, value in sample.items()}
         expected = call(**_clone(kwargs))
         got = compiled(**_clone(kwargs))
-        torch.testing.assert_close(got, expected, equal_nan=True, **tolerances(dtype, atol, rtol))
+        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))

@@ -15,7 +15,8 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ._testing import _flat_tensors, materialize, tolerances
+from ._testing import tolerances
+from ._testing_samples import materialize, tensors_of
 
 __all__ = ["check_torch_func", "check_raw_handle_refuses", "check_vmap", "check_vmap_grad"]
 
@@ -26,7 +27,7 @@ def _pick(samples, device, dtype, names, reference=None) -> dict[str, Any] | Non
     """The smallest sample that gives every tensor of `names` and every output some elements."""
     best, best_size = None, None
     for kwargs in materialize(samples, device, dtype):
-        tensors = [t for name in names for t in _flat_tensors(kwargs.get(name))]
+        tensors = [t for name in names for t in tensors_of(kwargs.get(name))]
         if len(tensors) < len(names) or not all(
             isinstance(t, torch.Tensor) and t.numel() for t in tensors
         ):
@@ -36,7 +37,7 @@ def _pick(samples, device, dtype, names, reference=None) -> dict[str, Any] | Non
         size = sum(
             t.numel()
             for value in kwargs.values()
-            for t in _flat_tensors(value)
+            for t in tensors_of(value)
             if isinstance(t, torch.Tensor)
         )
         if best_size is None or size < best_size:
@@ -46,7 +47,11 @@ def _pick(samples, device, dtype, names, reference=None) -> dict[str, Any] | Non
 
 def _tensor_names(samples, names) -> tuple[str, ...]:
     """The inputs of `names` that samples give a tensor or a list of tensors."""
-    return tuple(name for name in names if any(sample.get(name) is not None for sample in samples))
+    return tuple(
+        name
+        for name in names
+        if any(callable(sample) or sample.get(name) is not None for sample in samples)
+    )
 
 
 def _detached(value: Any) -> Any:
@@ -181,7 +186,7 @@ class _Calls(TorchDispatchMode):
                 tuple(
                     tuple(t.shape)
                     for a in args
-                    for t in _flat_tensors(a)
+                    for t in tensors_of(a)
                     if isinstance(t, torch.Tensor)
                 )
             )
@@ -257,26 +262,23 @@ def check_vmap(
     ("elementwise", and "leading" when only `leading` inputs are batched), once
     per sample under "loop", at least once under a "custom" rule.
     """
-    sample = next(
+    base = next(
         (
-            s
-            for s in samples
-            if all(not hasattr(v, "shape") or all(d > 0 for d in v.shape) for v in s.values())
+            kwargs
+            for kwargs in materialize(samples, device, dtype)
+            if all(t.numel() for t in tensors_of(list(kwargs.values())))
         ),
         None,
     )
-    if sample is None:
+    if base is None:
         raise AssertionError(
             f"no sample of {spec} has only non-empty tensors: torch.vmap needs one"
         )
-    base = next(iter(materialize([sample], device, dtype)))
     names, rest = _positional(op, base)
     tensors = [
-        n
-        for n in names
-        if _flat_tensors(base[n]) and isinstance(_flat_tensors(base[n])[0], torch.Tensor)
+        n for n in names if tensors_of(base[n]) and isinstance(tensors_of(base[n])[0], torch.Tensor)
     ]
-    ranks = {n: min(t.dim() for t in _flat_tensors(base[n])) for n in tensors}
+    ranks = {n: min(t.dim() for t in tensors_of(base[n])) for n in tensors}
     for case in _in_dims_cases(tensors, ranks):
         args = [_batched(base[n], case[n]) if n in case else base[n] for n in names]
         in_dims = tuple(case.get(n) for n in names)

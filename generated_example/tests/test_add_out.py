@@ -10,6 +10,7 @@ from example_ops._testing import (
     check_opcheck,
     check_private_bindings,
     check_reference,
+    check_versions,
     device_params,
 )
 from example_ops._testing_pt2 import (
@@ -65,6 +66,11 @@ def test_private_torch_bindings():
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     check_opcheck(OP, SAMPLES, device, DTYPES[0], DIFFERENTIABLE)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_written_arguments_change_version(device):
+    check_versions(OP, SAMPLES, device, DTYPES[0], MUTATED)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -10,22 +10,30 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
+from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments
 from . import python as py
 from .devices import DISPATCH_KEYS
-from .fastpath import fast_path_inputs
+from .fastpath import (
+    bumps_versions,
+    fast_path_inputs,
+    mutation_fast_path,
+    registers_in_cpp,
+    runs_below_autograd,
+)
 from .imports import (
     module_imports,
     pt2_testing_names,
     runtime_imports,
     test_imports,
-    testing_names,
     transforms_testing_names,
 )
 from .layout import wrapped
 from .literals import literal
+from .names import Namer
 from .pyexpr import expression
-from .transforms import function_context, kernel_context, public_name, vmap_context
+from .testing import test_context
+from .transforms import class_name, function_context, kernel_context, public_name, vmap_context
 
 __all__ = [
     "op_context",
@@ -38,13 +46,14 @@ __all__ = [
 
 
 def _kernels(op: OpSpec) -> list[dict[str, Any]]:
+    """One entry per registration: the kernel function each device (or each custom_op kernel) calls."""
     module = op.module
     if op.per_device:
         return [
             {
                 "device": d,
                 "function": f"{module}_{d}",
-                "def_lines": py.def_lines(op, f"{module}_{d}"),
+                "def_lines": py.def_lines(op, f"{module}_{d}", kernel=True),
                 "device_types": literal((d,)),
                 "dispatch_key": DISPATCH_KEYS[d],
             }
@@ -54,7 +63,7 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         {
             "device": d,
             "function": module,
-            "def_lines": py.def_lines(op, module),
+            "def_lines": py.def_lines(op, module, kernel=True),
             "device_types": literal(tuple(op.devices)),
             "dispatch_key": DISPATCH_KEYS[d],
         }
@@ -62,10 +71,43 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
     ][: None if op.registration == "library" else 1]
 
 
-def _check(op: OpSpec, check: str) -> dict[str, Any]:
-    """One `torch._check` of the fake kernel: its parts, and the statement laid out as black does."""
+def _kernel_functions(op: OpSpec) -> list[str]:
+    """The functions of the Python kernel file: one per device with `per_device`, else one."""
+    return [f"{op.module}_{d}" for d in op.devices] if op.per_device else [op.module]
+
+
+_INTERNAL = (
+    "handle call compiling grad_enabled any_requires_grad transforms_active excluded exclude "
+    "AUTOGRAD below kernels lib fake missing_fake no_gradient direct_call "
+    "register_below_autograd register_version_bump INPLACE_OR_VIEW below_view bump_versions result "
+    # the autograd.Function, the Autograd kernel and the batching rule
+    "below_autograd plain_apply_of op_instead redispatch_of redispatch AFTER_AUTOGRAD FORWARD_AD "
+    "needs_autograd refuse_under_transforms flatten unflatten nest LISTS RETURNS RETURN_LISTS "
+    "NO_GRAD NO_JVP apply plain_apply autograd with_grad keyset batching rule vmap"
+).split()
+
+
+def _internal_names(op: OpSpec) -> dict[str, str]:
+    """Module-level names the generated op module uses (Note [Generated names]).
+
+    Each is `_<role>`, with `_` appended while an argument or the op has the name;
+    `torch` stays `torch` unless an argument is called `torch`, and then names an alias.
+    """
+    arguments = {a.name for a in op.args}
+    namer = Namer(arguments | {op.name, op.module})
+    names = {role: namer(f"_{role}") for role in _INTERNAL}
+    names["bridge"] = namer(f"_{op.module}")
+    names["Function"] = namer(class_name(op))
+    # the fake calls torch._check: through an alias when an argument is called torch
+    names["torch"] = namer("_torch") if "torch" in arguments else "torch"
+    return names
+
+
+def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
+    """One `torch._check` of the fake kernel (`torch` is what the module calls torch): its parts,
+    and the statement laid out as black does."""
     code, message = expression(check), literal(f"{op.qualname}: expected {check}")
-    lines = wrapped("torch._check(", [code, f"lambda: {message}"], ")", "    ")
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
     return {"expression": code, "message": message, "lines": lines}
 
 
@@ -97,25 +139,30 @@ def op_context(
     the specs of those ops (`called_ops`, Note [Generate cache] in inputs.py).
     """
     library = library if library is not None else {op.name: op.module}
-    samples = [
-        [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
-        for sample in op.test.samples
-    ]
     differentiable = tuple(name for f in op.grads for name in f.inputs)
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
-    return {
+    path = spec_path(op, config)
+    fake = py.fake_outputs(op)
+    in_python = not registers_in_cpp(op)
+    names = _internal_names(op)
+    context = {
         "qualname": op.qualname,
         "namespace": op.namespace,
         "name": op.name,
         "overload_name": op.overload_name,
         "module": op.module,
-        "spec_path": spec_path(op, config),
+        "spec_path": path,
         "backend": op.backend,
         "registration": op.registration,
         "devices": literal(list(op.devices)),
         "device_list": list(op.devices),
         "schema_literal": literal(op.schema),
         "full_schema_literal": literal(op.full_schema),
+        "tags": list(op.tags),
+        "tags_literal": _tags(op),
+        "library_reason": (
+            custom_op_refusal(op.args, op.returns, op.overload) if op.backend == "python" else None
+        ),
         "mutated_names": literal(tuple(a.name for a in op.mutated)),
         "differentiable_names": literal(differentiable),
         "differentiable": list(differentiable),
@@ -124,40 +171,49 @@ def op_context(
         "plain_signature": py.signature(op, annotate=False),
         "call_arguments": py.call_arguments(op),
         "return_annotation": py.return_annotation(op.returns),
+        "kernel_return_annotation": py.return_annotation(op.returns, kernel=True),
         "handle": py.op_handle(op),
         "docstring": py.docstring(op.doc or f"The {op.qualname} operator."),
+        "names": names,
         "kernels": _kernels(op),
-        "fake_checks": [_check(op, c) for c in op.fake.checks],
-        "fake_return": ", ".join(py.fake_outputs(op)),
-        "function": function_context(op, library),
+        "kernel_functions": _kernel_functions(op),
+        "kernel_defs": [py.def_lines(op, f, kernel=True) for f in _kernel_functions(op)],
+        "fake_checks": [_check(op, c, names["torch"]) for c in op.fake.checks],
+        "fake_return": ", ".join(fake) if fake else "",
+        "missing_fake": (
+            None
+            if fake is not None or not op.returns
+            else literal(
+                f"{op.qualname} has no fake kernel: add a [fake] table to {path} "
+                '(like = "<tensor input>" or expr = "<expression per return>") so that '
+                "torch.compile and opcheck know its outputs"
+            )
+        ),
+        "function": function_context(op, library, names),
         "kernel": kernel_context(op, config.package),
-        "vmap": vmap_context(op),
+        "vmap": vmap_context(op, names),
         "autocast": [(device, f"torch.{dtype}") for device, dtype in op.autocast],
-        "tags_literal": _tags(op),
         "positional_arguments": ", ".join(a.name for a in op.args),
+        "register_below_autograd": in_python and runs_below_autograd(op),
+        "register_version_bump": in_python and bumps_versions(op),
         "registered_name": op.registered_name,
         "fast_path": fast_path_inputs(op),
+        "mutation_fast_path": mutation_fast_path(op),
         "double_backward": op.double_backward,
-        "samples": samples,
-        "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
-        "reference": expression(op.test.reference) if op.test.reference else None,
-        "test_dtypes": list(op.test.dtypes),
-        "atol": literal(op.test.atol),
-        "rtol": literal(op.test.rtol),
+        **test_context(op, path, differentiable),
         "module_imports": module_imports(op),
-        "runtime_imports": runtime_imports(op),
         "test_imports": test_imports(op),
-        "testing_names": testing_names(op, differentiable),
         "transforms_testing_names": transforms_testing_names(op, differentiable),
         "pt2_testing_names": pt2_testing_names(op),
         "has_jvp": op.jvp.present,
         "vmap_leading": literal(op.vmap_leading),
         "sizes": literal(tuple(size_arguments(op))),
         "size_ints": literal(tuple(n for n in size_arguments(op) if n in int_arguments(op))),
-        "tags": list(op.tags),
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }
+    context["runtime_imports"] = runtime_imports(op, names, context)
+    return context
 
 
 def _tags(op: OpSpec) -> str | None:

@@ -18,7 +18,7 @@ class Param:
     """What a starter needs to know of an argument."""
 
     name: str
-    type: str  # schema type without alias annotations: Tensor, Tensor?, Tensor[], int...
+    type: str  # schema type without alias annotations or list sizes: Tensor, Tensor?, int[]...
     mutated: bool = False
 
 
@@ -73,6 +73,8 @@ def copy_plan(params: Sequence[Param], returns: Sequence[str]) -> CopyPlan | Non
     mutated = tuple(p.name for p in params if p.mutated and p.type == "Tensor")
     if source is None or (not returns and not mutated):
         return None
+    if any(r not in ("Tensor", "Tensor[]") for r in returns):
+        return None  # a non-tensor return, or one aliasing an argument, is no copy
     if any(p.mutated and p.type != "Tensor" for p in params):
         return None
     return CopyPlan(source.name, source.type == "Tensor[]", tuple(returns), mutated)

@@ -9,11 +9,12 @@ type (see tests/test_cpp_types.py) against torch 2.13:
   convention converts `StableIValue`s with `torch::stable::detail::to<T>`, which
   knows std::vector<T> (not HeaderOnlyArrayRef) for lists, std::string for str,
   std::optional<T>, ScalarType, Device and plain 64-bit values. It has no Scalar
-  (a schema with Scalar is rejected with a hint to use the classic target).
+  and no tuple arguments (a schema with either is rejected with a hint to use
+  the classic target); it returns every type of `_STABLE_RETURNS`.
 - classic ABI (`TORCH_LIBRARY` + unboxed functors): the dispatcher infers the
   schema from the C++ signature and insists on exact matches, e.g. c10::SymInt
-  for SymInt (int64_t is refused at load time), c10::string_view for str and
-  c10::List<bool> for bool[].
+  for SymInt (int64_t is refused at load time), c10::string_view for str,
+  c10::List<bool> for bool[] and std::tuple for tuple arguments.
 
 Note [SymInt in C++ kernels]
 Backend kernels (CPU, CUDA) always receive concrete sizes: symbolic values
@@ -30,8 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..spec.dialect.types import SchemaType, TypeKind
 from ..spec.model import OpSpec, Ret
-from ..spec.types import normalize_type
+from .names import cpp_parameter_names
 
 __all__ = [
     "CppType",
@@ -48,11 +50,13 @@ __all__ = [
 _STABLE_TENSOR = "torch::stable::Tensor"
 _CLASSIC_TENSOR = "at::Tensor"
 
-# schema base type -> (parameter type, element type when inside a list)
+# schema type (SchemaType.family) -> parameter type
 STABLE_TYPES: dict[str, str] = {
     "Tensor": f"const {_STABLE_TENSOR}&",
     "Tensor?": f"const std::optional<{_STABLE_TENSOR}>&",
     "Tensor[]": f"const std::vector<{_STABLE_TENSOR}>&",
+    "Tensor?[]": f"const std::vector<std::optional<{_STABLE_TENSOR}>>&",
+    "Tensor[]?": f"const std::optional<std::vector<{_STABLE_TENSOR}>>&",
     "int": "int64_t",
     "SymInt": "int64_t",
     "float": "double",
@@ -70,6 +74,8 @@ CLASSIC_TYPES: dict[str, str] = {
     "Tensor": f"const {_CLASSIC_TENSOR}&",
     "Tensor?": f"const std::optional<{_CLASSIC_TENSOR}>&",
     "Tensor[]": "at::TensorList",
+    "Tensor?[]": f"const c10::List<std::optional<{_CLASSIC_TENSOR}>>&",
+    "Tensor[]?": "std::optional<at::TensorList>",
     "int": "int64_t",
     "SymInt": "c10::SymInt",
     "float": "double",
@@ -91,6 +97,38 @@ _CLASSIC_OPTIONAL = {
     "float[]?": "std::optional<at::ArrayRef<double>>",
     "bool[]?": "const std::optional<c10::List<bool>>&",
     "Scalar?": "const std::optional<at::Scalar>&",
+    "str?": "std::optional<c10::string_view>",
+}
+
+# what a kernel returns, per target
+_STABLE_RETURNS = {
+    "Tensor": _STABLE_TENSOR,
+    "Tensor?": f"std::optional<{_STABLE_TENSOR}>",
+    "Tensor[]": f"std::vector<{_STABLE_TENSOR}>",
+    "int": "int64_t",
+    "SymInt": "int64_t",
+    "float": "double",
+    "bool": "bool",
+    "str": "std::string",
+    "str[]": "std::vector<std::string>",
+    "ScalarType": "torch::headeronly::ScalarType",
+}
+_CLASSIC_RETURNS = {
+    **_STABLE_RETURNS,
+    "Tensor": _CLASSIC_TENSOR,
+    "Tensor?": f"std::optional<{_CLASSIC_TENSOR}>",
+    "Tensor[]": f"std::vector<{_CLASSIC_TENSOR}>",
+    "SymInt": "c10::SymInt",
+    "ScalarType": "at::ScalarType",
+}
+# members of tuple arguments (classic only: the stable ABI has no tuple arguments). torch's
+# schema parser keeps a tuple's members as their plain types (`(int, SymInt)` registers as
+# `(int, int)`), so a SymInt member is an int64_t: c10::SymInt fails the schema check at load.
+_CLASSIC_TUPLE_MEMBERS = {
+    "int": "int64_t",
+    "SymInt": "int64_t",
+    "float": "double",
+    "bool": "bool",
 }
 
 
@@ -119,27 +157,36 @@ def _strip_const_ref(text: str) -> str:
     return text
 
 
-def arg_type(type_text: str, target: str) -> str:
-    """The C++ parameter type of schema type `type_text`; ValueError if the target cannot carry it."""
-    t = normalize_type(type_text)
+def _tuple_type(kind: SchemaType, target: str) -> str | None:
+    inner = kind.unwrapped
+    if target != "classic" or inner.kind is not TypeKind.TUPLE:
+        return None
+    members = [_CLASSIC_TUPLE_MEMBERS.get(m.name) for m in inner.items]
+    if any(m is None for m in members):
+        return None
+    text = f"std::tuple<{', '.join(m for m in members if m)}>"
+    return f"std::optional<{text}>" if kind.is_optional else text
+
+
+def arg_type(kind: SchemaType, target: str) -> str:
+    """The C++ parameter type of a schema type; ValueError if the target cannot carry it."""
+    family = kind.family
     table = CppType(target).table
-    if t in table:
-        return table[t]
-    if t.endswith("?"):
-        base = t[:-1]
-        if target == "classic" and t in _CLASSIC_OPTIONAL:
-            return _CLASSIC_OPTIONAL[t]
-        if base in table:
-            inner = _strip_const_ref(table[base])
-            if target == "classic" and inner == "c10::string_view":
-                return "std::optional<c10::string_view>"
-            return f"std::optional<{inner}>"
-    raise ValueError(f"the {target} C++ target cannot carry schema type {type_text}")
+    if family in table:
+        return table[family]
+    if target == "classic" and family in _CLASSIC_OPTIONAL:
+        return _CLASSIC_OPTIONAL[family]
+    if kind.is_optional and kind.items[0].family in table:
+        return f"std::optional<{_strip_const_ref(table[kind.items[0].family])}>"
+    tuple_type = _tuple_type(kind, target)
+    if tuple_type is not None:
+        return tuple_type
+    raise ValueError(f"the {target} C++ target cannot carry schema type {kind.spelling}")
 
 
 def return_type(rets: tuple[Ret, ...], target: str) -> str:
-    tensor = CppType(target).tensor
-    parts = [f"std::vector<{tensor}>" if r.type == "Tensor[]" else tensor for r in rets]
+    table = _STABLE_RETURNS if target == "stable" else _CLASSIC_RETURNS
+    parts = [table[r.family] for r in rets]
     if not parts:
         return "void"
     if len(parts) == 1:
@@ -148,8 +195,10 @@ def return_type(rets: tuple[Ret, ...], target: str) -> str:
 
 
 def parameters(op: OpSpec, target: str | None = None) -> str:
+    """The kernels' C++ parameters, under their C++ names (Note [Generated names])."""
     target = target or op.cpp_target
-    return ", ".join(f"{arg_type(a.type, target)} {a.name}" for a in op.args)
+    names = cpp_parameter_names(op)
+    return ", ".join(f"{arg_type(a.type, target)} {names[a.name]}" for a in op.args)
 
 
 def kernel_name(op: OpSpec, device: str) -> str:

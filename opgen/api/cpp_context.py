@@ -11,11 +11,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .fastpath import grad_in_python_from_cpp, no_grad_message, refuses_backward_in_cpp
+from .fastpath import (
+    bumps_versions,
+    grad_in_python_from_cpp,
+    no_grad_message,
+    refuses_backward_in_cpp,
+    registers_in_cpp,
+    runs_below_autograd,
+)
 from .fences import CHECKS, fence_lines
+from .names import Namer, cpp_safe
 
 __all__ = [
     "CppFiles",
@@ -23,6 +32,8 @@ __all__ = [
     "cpp_project_context",
     "guard_dtypes",
     "local_names",
+    "stub_names",
+    "StubNames",
     "SCALAR_TYPES",
 ]
 
@@ -70,16 +81,37 @@ def _explicit_dtypes(op: OpSpec) -> set[str]:
 _LOCALS = ("guard", "stream", "stream_ptr", "n", "threads", "blocks", "error", "t")
 
 
+@dataclass(frozen=True)
+class StubNames:
+    """C++ names in an op's kernel stubs (Note [Generated names]): parameters, contiguous copies, locals."""
+
+    params: dict[str, str]
+    contiguous: dict[str, str]  # read-only tensor argument -> its contiguous copy (`x_c`)
+    locals: dict[str, str]
+    cuda_kernel: str  # the CUDA stub's __global__ function (a parameter must not hide it)
+
+
+def stub_names(op: OpSpec) -> StubNames:
+    params = cpp.cpp_parameter_names(op)
+    namer = Namer(set(params.values()))
+    contiguous = {
+        a.name: namer(cpp_safe(f"{a.name}_c"))
+        for a in op.args
+        if a.family == "Tensor" and not a.mutated
+    }
+    local = {name: namer(name) for name in _LOCALS}
+    return StubNames(params, contiguous, local, namer(f"{op.module}_kernel"))
+
+
 def local_names(op: OpSpec, wanted: Sequence[str] = _LOCALS) -> dict[str, str]:
-    """Names of the stubs' local variables, renamed (`n_`) where an argument already has the name."""
-    taken = {a.name for a in op.args} | {f"{a.name}_c" for a in op.args}
-    names = {}
-    for name in wanted:
-        unique = name
-        while unique in taken:
-            unique += "_"
-        names[name] = unique
-    return names
+    """Names of local variables in the stubs' bodies: the stubs' own locals keep their names (a
+    starter body shares them), the others differ from every parameter, copy and local."""
+    names = stub_names(op)
+    namer = Namer(
+        {*names.params.values(), *names.contiguous.values(), *names.locals.values()}
+        | {names.cuda_kernel}
+    )
+    return {w: names.locals[w] if w in names.locals else namer(w) for w in wanted}
 
 
 def guard_dtypes(op: OpSpec) -> list[str]:
@@ -88,24 +120,26 @@ def guard_dtypes(op: OpSpec) -> list[str]:
     return [d for d in dict.fromkeys(wanted) if d in SCALAR_TYPES]
 
 
-def _checks(op: OpSpec, device: str) -> list[str]:
+def _checks(op: OpSpec, device: str, names: StubNames) -> list[str]:
     """Input checks of a kernel stub: device, dtype, same device, contiguous outputs."""
     target = op.cpp_target
     check = cpp.CppType(target).check
     method, what = CPP_DEVICE_CHECKS[device]
     q = op.qualname
+    p = names.params
     lines: list[str] = []
-    tensors = [a for a in op.args if a.type == "Tensor"]
+    tensors = [a for a in op.args if a.family == "Tensor"]
     for arg in op.args:
-        if arg.type == "Tensor":
-            lines.append(f'{check}({arg.name}.{method}(), "{q}: {arg.name} must be {what}");')
-        elif arg.type == "Tensor?":
+        name = p[arg.name]
+        if arg.family == "Tensor":
+            lines.append(f'{check}({name}.{method}(), "{q}: {arg.name} must be {what}");')
+        elif arg.family == "Tensor?":
             lines.append(
-                f'{check}(!{arg.name}.has_value() || {arg.name}->{method}(), "{q}: {arg.name} must be {what}");'
+                f'{check}(!{name}.has_value() || {name}->{method}(), "{q}: {arg.name} must be {what}");'
             )
-        elif arg.type == "Tensor[]":
-            t = local_names(op)["t"]
-            lines.append(f"for (const auto& {t} : {arg.name}) {{")
+        elif arg.family == "Tensor[]":
+            t = names.locals["t"]
+            lines.append(f"for (const auto& {t} : {name}) {{")
             lines.append(
                 f'  {check}({t}.{method}(), "{q}: every tensor of {arg.name} must be {what}");'
             )
@@ -114,54 +148,58 @@ def _checks(op: OpSpec, device: str) -> list[str]:
     fixed = _explicit_dtypes(op)
     checked = [a for a in tensors if a.name not in fixed]
     if checked and allowed:
-        first = checked[0].name
+        first, label = p[checked[0].name], checked[0].name
         condition = " || ".join(
             f"{first}.scalar_type() == {_scalar_type(target, d)}" for d in allowed
         )
-        lines.append(f'{check}({condition}, "{q}: {first} must be {" or ".join(allowed)}");')
+        lines.append(f'{check}({condition}, "{q}: {label} must be {" or ".join(allowed)}");')
         for arg in checked[1:]:
             lines.append(
-                f'{check}({arg.name}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {first}");'
+                f'{check}({p[arg.name]}.scalar_type() == {first}.scalar_type(), "{q}: {arg.name} must have the dtype of {label}");'
             )
     if device == "cuda" and len(tensors) > 1:
-        first = tensors[0].name
+        first, label = p[tensors[0].name], tensors[0].name
         same = "get_device_index()" if target == "stable" else "device()"
         for arg in tensors[1:]:
             lines.append(
-                f'{check}({arg.name}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {first}");'
+                f'{check}({p[arg.name]}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {label}");'
             )
     for arg in op.args:
-        if arg.mutated and arg.type == "Tensor":
+        if arg.mutated and arg.family == "Tensor":
             lines.append(
-                f'{check}({arg.name}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
+                f'{check}({p[arg.name]}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
             )
     return lines
 
 
-def _contiguous(op: OpSpec) -> list[str]:
+def _contiguous(op: OpSpec, names: StubNames) -> list[str]:
     """Read-only tensor inputs as contiguous tensors named `<arg>_c` (a no-op when they already are)."""
     tensor = cpp.CppType(op.cpp_target).tensor
     lines = []
     for arg in op.args:
-        if arg.type == "Tensor" and not arg.mutated:
+        if arg.name in names.contiguous:
+            name = names.params[arg.name]
             value = (
-                f"torch::stable::contiguous({arg.name})"
+                f"torch::stable::contiguous({name})"
                 if op.cpp_target == "stable"
-                else f"{arg.name}.contiguous()"
+                else f"{name}.contiguous()"
             )
-            lines.append(f"const {tensor} {arg.name}_c = {value};")
+            lines.append(f"const {tensor} {names.contiguous[arg.name]} = {value};")
     return lines
 
 
 def _header_includes(op: OpSpec) -> list[str]:
-    types = {a.type.rstrip("?") for a in op.args}
+    families = [a.family for a in op.args] + [r.family for r in op.returns]
+    types = {a.type.element for a in op.args} | {r.type.element for r in op.returns}
     std = {"<cstdint>"}
-    if any(a.type.endswith("?") for a in op.args):
+    if any("?" in f for f in families):
         std.add("<optional>")
-    if len(op.returns) > 1:
+    if len(op.returns) > 1 or any(a.type.unwrapped.kind is TypeKind.TUPLE for a in op.args):
         std.add("<tuple>")
-    if any(t.endswith("[]") for t in types) or any(r.type == "Tensor[]" for r in op.returns):
+    if any("[]" in f for f in families):
         std.add("<vector>")
+    if "str" in types:
+        std.add("<string>")
     if op.cpp_target == "stable":
         torch = [
             "<torch/csrc/stable/library.h>",
@@ -171,27 +209,23 @@ def _header_includes(op: OpSpec) -> list[str]:
         ]
         if "Device" in types:
             torch.append("<torch/csrc/stable/device.h>")
-        if "str" in types:
-            std.add("<string>")
     else:
         torch = ["<ATen/core/Tensor.h>"]
-        if "Tensor[]" in types or "bool[]" in types:
+        if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families):
             torch.append("<ATen/core/List.h>")
         if "Scalar" in types:
             torch.append("<c10/core/Scalar.h>")
         if "Device" in types:
             torch.append("<c10/core/Device.h>")
-        if "SymInt" in types or "SymInt[]" in types:
+        if "SymInt" in types:
             torch.append("<c10/core/SymInt.h>")
     return torch + sorted(std)
 
 
 def _def_arguments(op: OpSpec) -> list[str]:
-    """The arguments of each `m.def` the op needs: its schema (with its tags), and its gradient helper's."""
-    schema = cpp.cpp_string(op.full_schema)
-    if op.tags:
-        schema += ", {" + ", ".join(f"at::Tag::{tag}" for tag in op.tags) + "}"
-    defs = [schema]
+    """The arguments of each `m.def` the op needs: its schema (with its tags) unless Python defines
+    it (Note [Defining tagged ops]), and its gradient helper's."""
+    defs = [] if _defined_in_python(op) else [cpp.cpp_string(op.full_schema) + _tags_cpp(op)]
     if grad_in_python_from_cpp(op):
         defs.append(cpp.cpp_string(f"_{op.module}_autograd{op.schema}"))
     return defs
@@ -202,7 +236,8 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
     target = op.cpp_target
     kind = cpp.CppType(target)
     ret = cpp.return_type(op.returns, target)
-    tensors = [a.name for a in op.args if a.type == "Tensor"]
+    names = stub_names(op)
+    tensors = [a.name for a in op.args if a.family == "Tensor"]
     return {
         "target": target,
         "tensor": kind.tensor,
@@ -216,10 +251,10 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
         "def_arguments": _def_arguments(op),
         "header": files.header,
         "header_includes": _header_includes(op),
-        "checks": {d: _checks(op, d) for d in op.devices},
+        "checks": {d: _checks(op, d, names) for d in op.devices},
         "checks_fence": dict(zip(("begin", "end"), fence_lines(CHECKS, files.spec), strict=True)),
-        "contiguous": _contiguous(op),
-        "first_tensor": tensors[0] if tensors else None,
+        "contiguous": _contiguous(op, names),
+        "first_tensor": names.params[tensors[0]] if tensors else None,
         "cpu_file": files.kernels["cpu"],
         "cuda_file": files.kernels["cuda"],
         "not_implemented": {
@@ -228,10 +263,26 @@ def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
             )
             for d in op.devices
         },
-        "cuda_kernel": f"{op.module}_kernel",
-        "local": local_names(op),
+        "cuda_kernel": names.cuda_kernel,
+        "local": names.locals,
         "pybind": op.pybind,
     }
+
+
+def _tags_cpp(op: OpSpec) -> str:
+    return ", {" + ", ".join(f"at::Tag::{t}" for t in op.tags) + "}" if op.tags else ""
+
+
+def _defined_in_python(op: OpSpec) -> bool:
+    """Note [Defining tagged ops]
+    A tag must reach torch with the op's definition (Note [Tags of aliasing
+    ops]). The classic library passes it to `m.def(schema, {at::Tag::inplace})`.
+    The stable ABI's `def(schema, tags)` compiles but aborts the process when
+    the library loads in torch 2.13 ("Not yet supported Tag"), so on the stable
+    target a tagged op is defined from Python, with its tag, by `_library.py`
+    before it loads the compiled library; the library only implements it.
+    """
+    return op.cpp_target == "stable" and bool(op.tags)
 
 
 def cpp_project_context(
@@ -245,6 +296,14 @@ def cpp_project_context(
         "devices": devices,
         "dispatch_keys": dict(DISPATCH_KEYS),
         "defs": [arguments for _, c in ops for arguments in c["def_arguments"]],
+        "python_defs": [
+            {
+                "schema": repr(op.full_schema),
+                "tags": "(" + ", ".join(f"torch.Tag.{t}" for t in op.tags) + ",)",
+            }
+            for op, _ in ops
+            if _defined_in_python(op)
+        ],
         "impls": {
             d: [
                 {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
@@ -267,6 +326,12 @@ def cpp_project_context(
             {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
             for op, c in ops
             if refuses_backward_in_cpp(op)
+        ],
+        "below_autograd": [
+            c["impl_name"] for op, c in ops if registers_in_cpp(op) and runs_below_autograd(op)
+        ],
+        "version_bumps": [
+            c["impl_name"] for op, c in ops if registers_in_cpp(op) and bumps_versions(op)
         ],
         "pybind_ops": [
             {

@@ -30,9 +30,9 @@ custom_op, which owns the Autograd alias) that
 On the classic C++ target the kernel is C++ (csrc/registration_autograd.cpp):
 without grad it redispatches without entering Python; with grad it calls the
 helper op `_<op>_autograd` (same schema), whose Python kernel is the one above.
-Mutating ops that return tensors get a kernel that only redispatches (PyTorch
-has no autograd for mutating custom ops; gradients for them are refused at
-generate time).
+Ops that write an argument or return a view of one get no Function (torch
+registers no gradient formulas for them): Note [Mutating ops that return] in
+the generated `_runtime.py` says what they get instead.
 
 Note [Backward refusal]
 A compiled op with no autograd kernel only warns at backward and returns
@@ -59,8 +59,14 @@ AutogradFunctionality key excluded in thread-local state, as
 costs ~270 ns, the calls ~180 ns). `_any_requires_grad` is asked before grad
 mode: with no input requiring grad that is one call instead of two. Ops with a
 C++ Autograd kernel (classic) or none are called directly: the C++ kernel
-already redispatches in C++. Ops that mutate an argument get no fast path
-(the ADInplaceOrView bookkeeping): their wrapper only calls `_handle._op`.
+already redispatches in C++.
+
+Where the kernels of an op that writes an argument are Python (Python
+`library` ops, the stable target), the wrapper skips them the same way
+(`mutation_fast_path`): it calls the op with ADInplaceOrView excluded (and
+autograd too when the op's Autograd kernel only runs it below autograd), then
+bumps the versions of what the op wrote itself. On the classic target both
+kernels are C++ and the wrapper only calls `_handle._op`.
 """
 
 from __future__ import annotations
@@ -78,6 +84,10 @@ __all__ = [
     "grad_in_python_from_cpp",
     "cpp_autograd",
     "fast_path_inputs",
+    "runs_below_autograd",
+    "mutation_fast_path",
+    "bumps_versions",
+    "registers_in_cpp",
 ]
 
 
@@ -86,17 +96,15 @@ class AutogradKind(StrEnum):
 
     FUNCTION = "function"  # formulas: the op's autograd.Function
     REFUSE = "refuse"  # no formulas: a Function whose backward and jvp raise
-    REDISPATCH = "redispatch"  # mutating op that returns tensors: below autograd, no gradients
+    REDISPATCH = "redispatch"  # writes or views an argument and returns: below autograd
     NONE = "none"  # nothing differentiable in or out: no kernel
 
 
 def autograd_kind(op: OpSpec) -> AutogradKind:
-    differentiable = any(a.differentiable and not a.mutated for a in op.args)
-    if not op.returns or not any(a.differentiable for a in op.args):
-        return AutogradKind.NONE
-    if op.mutated:
+    if runs_below_autograd(op):
         return AutogradKind.REDISPATCH
-    if not differentiable:
+    tensor_out = any(r.family in ("Tensor", "Tensor?", "Tensor[]") for r in op.returns)
+    if not op.functional or not tensor_out or not any(a.differentiable for a in op.args):
         return AutogradKind.NONE
     if op.grads or op.jvp.present:
         return AutogradKind.FUNCTION
@@ -119,27 +127,46 @@ def no_jvp_message(op: OpSpec) -> str | None:
     return f"{op.qualname} has no forward-mode formula: add a [jvp] table to {op.path.name}"
 
 
+def registers_in_cpp(op: OpSpec) -> bool:
+    """Whether the compiled library registers the op's Autograd and ADInplaceOrView kernels (classic target)."""
+    return op.backend == "cpp" and op.cpp_target == "classic"
+
+
 def refuses_backward_in_cpp(op: OpSpec) -> bool:
     """Whether the compiled library registers the op's refusing autograd kernel (classic target)."""
-    return (
-        op.backend == "cpp"
-        and op.cpp_target == "classic"
-        and autograd_kind(op) is AutogradKind.REFUSE
-    )
+    return registers_in_cpp(op) and autograd_kind(op) is AutogradKind.REFUSE
 
 
 def grad_in_python_from_cpp(op: OpSpec) -> bool:
     """Whether the library's C++ Autograd kernel hands gradients to the helper op `_<op>_autograd`."""
-    return (
-        op.backend == "cpp"
-        and op.cpp_target == "classic"
-        and autograd_kind(op) is AutogradKind.FUNCTION
-    )
+    return registers_in_cpp(op) and autograd_kind(op) is AutogradKind.FUNCTION
 
 
 def cpp_autograd(op: OpSpec) -> bool:
     """Whether the op's Autograd kernel is C++ (csrc/registration_autograd.cpp)."""
-    return refuses_backward_in_cpp(op) or grad_in_python_from_cpp(op)
+    return registers_in_cpp(op) and autograd_kind(op) is not AutogradKind.NONE
+
+
+def runs_below_autograd(op: OpSpec) -> bool:
+    """An op that writes an argument (or returns a view of one) and returns values gets an
+    Autograd kernel that runs it below autograd (Note [Mutating ops that return])."""
+    return not op.functional and bool(op.returns)
+
+
+def bumps_versions(op: OpSpec) -> bool:
+    """Whether opgen registers the op's ADInplaceOrView kernel (custom_op registers its own)."""
+    return bool(op.mutated) and not (op.backend == "python" and op.registration == "custom_op")
+
+
+def mutation_fast_path(op: OpSpec) -> dict[str, object] | None:
+    """For an op whose version-bumping kernel is Python: the arguments the wrapper bumps itself,
+    and whether it also skips the Autograd kernel (which only runs the op below autograd)."""
+    if not bumps_versions(op) or registers_in_cpp(op):
+        return None
+    return {
+        "written": ", ".join(a.name for a in op.mutated),
+        "autograd": runs_below_autograd(op),
+    }
 
 
 def fast_path_inputs(op: OpSpec) -> str | None:

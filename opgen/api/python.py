@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
+from typing import Any
 
-from ..spec.model import Arg, OpSpec, Ret, TensorSample, param_list
-from ..spec.types import normalize_type
+from ..spec.dialect.types import SchemaType, TypeKind
+from ..spec.model import NONE_SAMPLE, Arg, OpSpec, Ret, TensorSample, param_list
 from .layout import wrapped
-from .literals import literal, number
+from .literals import literal
 from .pyexpr import expression
 
 __all__ = [
@@ -36,51 +36,72 @@ _BASE_ANNOTATIONS = {
     "ScalarType": "torch.dtype",
     "Device": "torch.device | str",
 }
+# what Python receives from a registered op: a ScalarType comes back as its int code
+_RETURN_ANNOTATIONS = {
+    "Tensor": "Tensor",
+    "Tensor?": "Tensor | None",
+    "Tensor[]": "list[Tensor]",
+    "int": "int",
+    "SymInt": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "str[]": "list[str]",
+    "ScalarType": "int",
+}
 
 
-def annotation(type_text: str) -> str:
-    type_text = normalize_type(type_text)
-    optional = type_text.endswith("?")
-    base = type_text.rstrip("?")
-    if base.endswith("[]"):
-        text = f"Sequence[{_BASE_ANNOTATIONS[base[:-2]]}]"
-    else:
-        try:
-            text = _BASE_ANNOTATIONS[base]
-        except KeyError:
-            raise ValueError(f"no Python annotation for schema type {type_text}") from None
-    return f"{text} | None" if optional else text
+def annotation(kind: SchemaType) -> str:
+    """The Python annotation of an argument type (`Tensor?[]` -> `Sequence[Tensor | None]`)."""
+    if kind.kind is TypeKind.OPTIONAL:
+        return f"{annotation(kind.items[0])} | None"
+    if kind.kind is TypeKind.LIST:
+        return f"Sequence[{annotation(kind.items[0])}]"
+    if kind.kind is TypeKind.TUPLE:
+        return f"tuple[{', '.join(annotation(m) for m in kind.items)}]"
+    try:
+        return _BASE_ANNOTATIONS[kind.name]
+    except KeyError:
+        raise ValueError(f"no Python annotation for schema type {kind}") from None
 
 
-def return_annotation(rets: tuple[Ret, ...]) -> str:
+def return_annotation(rets: tuple[Ret, ...], kernel: bool = False) -> str:
+    """The annotation of what the op returns; `kernel`: of what its Python kernel returns.
+
+    Python receives a `ScalarType` return as an int (torch's dtype code), while
+    the kernel returns a `torch.dtype`.
+    """
     if not rets:
         return "None"
-    parts = ["list[Tensor]" if r.type == "Tensor[]" else "Tensor" for r in rets]
+    parts = [
+        "torch.dtype" if kernel and r.family == "ScalarType" else _RETURN_ANNOTATIONS[r.family]
+        for r in rets
+    ]
     return parts[0] if len(parts) == 1 else f"tuple[{', '.join(parts)}]"
 
 
-_NUMBER = re.compile(r"-?(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d+)?\Z")
+def _value_literal(value: object, element: str) -> str:
+    if isinstance(value, str) and element == "ScalarType":
+        return f"torch.{value}"
+    if isinstance(value, str) and element == "Device":
+        return f"torch.device({literal(value)})"
+    return literal(value)
 
 
 def default_literal(arg: Arg) -> str | None:
-    """The schema default as a Python literal (lists become tuples), spelled as black spells it."""
+    """The schema default as a Python value (lists become tuples, dtype names torch dtypes),
+    spelled as black spells it.
+
+    Python kernels need every default spelled out: the dispatcher leaves out
+    trailing arguments equal to their default, even when the caller passed them.
+    """
     if arg.default is None:
         return None
-    text = arg.default.strip()
-    if text.startswith("[") and text.endswith("]"):
-        items = [_default_item(i.strip()) for i in text[1:-1].split(",") if i.strip()]
+    value, element = arg.default.value, arg.type.element
+    if isinstance(value, tuple):
+        items = [_value_literal(v, element) for v in value]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if text in ("inf", "-inf", "nan"):
-        return f"float({literal(text)})"
-    return _default_item(text)
-
-
-def _default_item(text: str) -> str:
-    if _NUMBER.match(text):
-        return ("-" if text.startswith("-") else "") + number(text.lstrip("-"))
-    if text[:1] in "\"'":
-        return expression(text)  # a string: black's quotes
-    return text
+    return _value_literal(value, element)
 
 
 def signature(op: OpSpec, annotate: bool = True) -> str:
@@ -100,21 +121,47 @@ def parameters(op: OpSpec, annotate: bool = True) -> list[str]:
     return param_list(op.args, one)
 
 
-def def_lines(op: OpSpec, name: str) -> list[str]:
-    """`def name(<annotated parameters>) -> <returns>:` at module level, as black wraps it."""
-    return wrapped(
-        f"def {name}(", parameters(op), f") -> {return_annotation(op.returns)}:", "", is_def=True
-    )
+def def_lines(op: OpSpec, name: str, kernel: bool = False) -> list[str]:
+    """`def name(<annotated parameters>) -> <returns>:` at module level, as black wraps it;
+    `kernel`: of a Python kernel (`return_annotation`)."""
+    returns = return_annotation(op.returns, kernel=kernel)
+    return wrapped(f"def {name}(", parameters(op), f") -> {returns}:", "", is_def=True)
 
 
 def call_arguments(op: OpSpec) -> str:
     return ", ".join(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in op.args)
 
 
-def fake_outputs(op: OpSpec) -> tuple[str, ...]:
-    """What the fake kernel returns, one expression per output: `x.new_empty(x.shape)` for `like = "x"`."""
-    like = tuple(f"{name}.new_empty({name}.shape)" for name in op.fake.like)
-    return like or tuple(expression(e) for e in op.fake.expr)
+def _aliased_argument(op: OpSpec, ret: Ret) -> str | None:
+    """The argument a return is written into (`-> Tensor(a!)` returns the argument in set a)."""
+    alias = ret.type.annotation
+    if alias is None or not alias.is_write:
+        return None
+    for arg in op.args:
+        own = arg.type.annotation
+        if own is not None and own.is_write and set(own.before) & set(alias.before):
+            return arg.name
+    return None
+
+
+def fake_outputs(op: OpSpec) -> tuple[str, ...] | None:
+    """What the fake kernel returns, one expression per output; None when the spec gives no rule.
+
+    `like = "x"` gives `x.new_empty(x.shape)`; a return written into an argument
+    is that argument, whatever the rule says. Expressions are printed as black prints them.
+    """
+    like = tuple(f"{n}.new_empty({n}.shape)" for n in op.fake.like)
+    given = like or tuple(expression(e) for e in op.fake.expr)
+    outputs = []
+    for index, ret in enumerate(op.returns):
+        argument = _aliased_argument(op, ret)
+        if argument is not None:
+            outputs.append(argument)
+        elif index < len(given):
+            outputs.append(given[index])
+        else:
+            return None
+    return tuple(outputs)
 
 
 def op_handle(op: OpSpec) -> str:
@@ -147,8 +194,13 @@ def _expand_leading_tabs(line: str) -> str:
     return line[: len(line) - len(stripped)].expandtabs(4) + stripped
 
 
-def sample_literal(value: object, type_text: str = "") -> str:
-    if "ScalarType" in type_text and isinstance(value, str):
+def _nested_list(value: Any) -> Any:
+    return [_nested_list(v) for v in value] if isinstance(value, tuple) else value
+
+
+def sample_literal(value: object, kind: SchemaType | None = None) -> str:
+    element = kind.element if kind is not None else ""
+    if element == "ScalarType" and isinstance(value, str):
         return f"torch.{value}"
     if isinstance(value, TensorSample):
         fields = [literal(value.shape)]
@@ -156,14 +208,25 @@ def sample_literal(value: object, type_text: str = "") -> str:
             item = getattr(value, key)
             if item is not None:
                 fields.append(f"{key}={literal(item)}")
-        if value.noncontiguous:
-            fields.append("noncontiguous=True")
+        if value.values is not None:
+            fields.append(f"values={literal(_nested_list(value.values))}")
+        for flag in ("noncontiguous", "offsets", "sorted"):
+            if getattr(value, flag):
+                fields.append(f"{flag}=True")
         if not value.requires_grad:
             fields.append("requires_grad=False")
         return f"TensorSpec({', '.join(fields)})"
-    if isinstance(value, tuple) and value and all(isinstance(v, TensorSample) for v in value):
+    if value is NONE_SAMPLE:
+        return "None"
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(v, TensorSample) or v is NONE_SAMPLE for v in value)
+    ):
         return "[" + ", ".join(sample_literal(v) for v in value) + "]"
     if isinstance(value, tuple):
+        if kind is not None and kind.unwrapped.kind is TypeKind.TUPLE:
+            return literal(value)
         return literal(list(value))
     return literal(value)
 

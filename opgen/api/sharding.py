@@ -64,9 +64,11 @@ def _key_fix(op: OpSpec) -> dict[str, Any] | None:
     or a `custom` rule may depend on any argument.
     """
     positional = _positional(op)
-    derived = next((i for i, a in enumerate(positional) if a.type in _KEYED_TYPES), len(positional))
+    derived = next(
+        (i for i, a in enumerate(positional) if a.family in _KEYED_TYPES), len(positional)
+    )
     unkeyed = [a.name for a in positional[:derived] if not a.is_tensor]
-    unkeyed += [a.name for a in op.args if a.kwarg_only and a.type not in _KEYED_TYPES]
+    unkeyed += [a.name for a in op.args if a.kwarg_only and a.family not in _KEYED_TYPES]
     assert op.sharding is not None
     shape_names = {
         node.id
@@ -146,6 +148,7 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         "rule": op.sharding.rule,
         "outputs": literal(tuple(op.sharding.outputs)),
         "samples": samples,
+        "samples_from": op.test.samples_from,  # a generator of testing_helpers.py, after the tables
         "dtypes": list(op.test.dtypes),
         "differentiable": literal(tuple(differentiable)),
         "mutated": literal(tuple(a.name for a in op.mutated)),

@@ -49,8 +49,10 @@ class Starter:
 
 
 def _op_plan(op: OpSpec) -> CopyPlan | None:
-    params = [Param(a.name, a.type, a.mutated) for a in op.args]
-    return copy_plan(params, [r.type for r in op.returns])
+    params = [Param(a.name, a.family, bool(a.mutated)) for a in op.args]
+    # a return aliasing an argument keeps its annotation: no copy-through writes one
+    returns = [r.type.spelling if r.aliased else r.family for r in op.returns]
+    return copy_plan(params, returns)
 
 
 def _is_sine(op: OpSpec) -> bool:
@@ -58,12 +60,13 @@ def _is_sine(op: OpSpec) -> bool:
     one_tensor = (
         len(op.args) == 1
         and op.args[0].name == "x"
-        and op.args[0].type == "Tensor"
+        and op.args[0].family == "Tensor"
         and not op.args[0].mutated
     )
     return (
         one_tensor
-        and [r.type for r in op.returns] == ["Tensor"]
+        and [r.family for r in op.returns] == ["Tensor"]
+        and not op.returns[0].aliased
         and op.test.reference == "torch.sin(x)"
     )
 

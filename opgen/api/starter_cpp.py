@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..spec.model import OpSpec
 from . import cpp
 from .copy_plan import CopyPlan
-from .cpp_context import SCALAR_TYPES, local_names
+from .cpp_context import SCALAR_TYPES, local_names, stub_names
 
 __all__ = ["cpp_starter", "ELEMENT_TYPES"]
 
@@ -81,10 +81,12 @@ class _Body:
         self.api = _Api(op.cpp_target)
         self.kind = cpp.CppType(op.cpp_target)
         self.v = local_names(op, _NAMES)
+        stub = stub_names(op)
+        self.p = stub.params  # argument -> its C++ parameter (Note [Generated names])
         self.element = element  # "" copies; "sin" applies sine
         source = plan.source
         # the contiguous tensor read: the stub's `<arg>_c`, or the list's first tensor
-        self.src_tensor = self.v["first"] if plan.source_is_list else f"{source}_c"
+        self.src_tensor = self.v["first"] if plan.source_is_list else stub.contiguous[source]
         many = len(plan.returns) > 1
         self.outputs: list[tuple[str, str]] = []  # (tensor expression, declaration or "")
         for index, ret in enumerate(plan.returns):
@@ -96,7 +98,7 @@ class _Body:
                 )
             else:
                 self.outputs.append((name, f"{self.kind.tensor} {name} = {fresh};"))
-        self.outputs += [(name, "") for name in plan.mutated]
+        self.outputs += [(self.p[name], "") for name in plan.mutated]
         self.returned = [f"{self.v['out']}{i if many else ''}" for i in range(len(plan.returns))]
 
     def dsts(self) -> list[str]:
@@ -122,15 +124,16 @@ class _Body:
         ]
         q, check = self.op.qualname, self.kind.check
         if self.plan.source_is_list:
+            listed = self.p[self.plan.source]
             lines.append(
-                f'{check}(!{self.plan.source}.empty(), "{q}: {self.plan.source} must not be empty");'
+                f'{check}(!{listed}.empty(), "{q}: {self.plan.source} must not be empty");'
             )
             lines.append(
-                f"const {self.kind.tensor} {self.src_tensor} = {self.api.contiguous(source)};"
+                f"const {self.kind.tensor} {self.src_tensor} = {self.api.contiguous(listed + '[0]')};"
             )
         for name in self.plan.mutated:
             lines.append(
-                f'{check}({name}.numel() == {self.src_tensor}.numel(), "{q}: {name} must have as many elements as {source}");'
+                f'{check}({self.p[name]}.numel() == {self.src_tensor}.numel(), "{q}: {name} must have as many elements as {source}");'
             )
         allocations = [decl for _, decl in self.outputs if decl]
         if allocations:
@@ -237,6 +240,6 @@ def cpp_starter(
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """The CPU body, the CUDA kernel and the CUDA body of a C++ op's starter."""
     body = _Body(op, plan, element, dtypes)
-    kernel = f"{op.module}_kernel"
+    kernel = stub_names(op).cuda_kernel
     stream = local_names(op)["stream"]
     return _cpu(body), _cuda_kernel(body, kernel), _cuda(body, kernel, stream)

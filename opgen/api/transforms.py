@@ -26,7 +26,7 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
-from .autograd import list_positions, plan_function, sibling_call
+from .autograd import FUNCTION_GLOBALS, list_positions, plan_function, sibling_call
 from .devices import DISPATCH_KEYS
 from .fastpath import (
     AutogradKind,
@@ -35,6 +35,7 @@ from .fastpath import (
     grad_in_python_from_cpp,
     no_grad_message,
     no_jvp_message,
+    runs_below_autograd,
 )
 from .literals import literal
 
@@ -53,74 +54,91 @@ def public_name(op: OpSpec, package: str) -> str:
     return f"{package}.{op.name}"
 
 
-def _positional(op: OpSpec) -> str:
-    """Every argument by position: how the Function and the rules receive them."""
-    return ", ".join(a.name for a in op.args)
-
-
-def _targets(op: OpSpec) -> str:
-    """Every argument as assignment targets, black's way: a lone one is `(x,)`."""
-    return f"({op.args[0].name},)" if len(op.args) == 1 else _positional(op)
-
-
 def _message(text: str | None) -> str | None:
     return literal(text) if text else None
 
 
-def _rule_call(op: OpSpec, fn: str, arguments: str) -> str:
+def _rule_call(op: OpSpec, n: Mapping[str, str], fn: str, arguments: str) -> str:
     if op.vmap == "custom":
-        head = f"_rule.{op.module}_vmap({fn}, "
+        head = f"{n['rule']}.{op.module}_vmap({fn}, "
     elif op.vmap == "leading":
         positions = tuple(i for i, a in enumerate(op.args) if a.name in op.vmap_leading)
-        head = f"_batching.leading({fn}, {literal(positions)}, "
+        head = f"{n['batching']}.leading({fn}, {literal(positions)}, "
     else:
-        head = f"_batching.{op.vmap}({fn}, "
+        head = f"{n['batching']}.{op.vmap}({fn}, "
     return f"{head}info, in_dims, {arguments})"
 
 
-def vmap_context(op: OpSpec) -> dict[str, Any] | None:
-    """The batching rule called with the op's overload (`register_vmap`) and with `_apply` (Function.vmap)."""
+def _call_arguments(op: OpSpec, local: Mapping[str, str]) -> str:
+    return ", ".join(
+        f"{a.name}={local[a.name]}" if a.kwarg_only else local[a.name] for a in op.args
+    )
+
+
+def vmap_context(
+    op: OpSpec, n: Mapping[str, str], local: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The batching rule called with the op's overload (`register_vmap`) and with `_apply`
+    (Function.vmap, whose parameters are `local`)."""
     if op.vmap == "none":
         return None
+    local = local if local is not None else {a.name: a.name for a in op.args}
     return {
         "rule": op.vmap,
-        "handle_call": _rule_call(op, "_handle", py.call_arguments(op)),
-        "function_call": _rule_call(op, "_apply", py.call_arguments(op)),
+        "handle_call": _rule_call(op, n, n["handle"], py.call_arguments(op)),
+        "function_call": _rule_call(op, n, n["apply"], _call_arguments(op, local)),
         "custom_module": f"{op.module}_vmap" if op.vmap == "custom" else None,
     }
 
 
-def function_context(op: OpSpec, siblings: Mapping[str, str]) -> dict[str, Any] | None:
+def function_context(
+    op: OpSpec, siblings: Mapping[str, str], n: Mapping[str, str]
+) -> dict[str, Any] | None:
     """The op's autograd.Function (Note [One autograd.Function per op]), or None when it has none."""
     kind = autograd_kind(op)
     if kind not in (AutogradKind.FUNCTION, AutogradKind.REFUSE):
         return None
-    plan = plan_function(op, siblings)
+    plan = plan_function(
+        op,
+        siblings,
+        {role: n[role] for role in FUNCTION_GLOBALS},
+        reserved=(n["apply"], n["batching"], n["rule"]),
+    )
+    local = plan.locals
     lists = list_positions(op)
-    list_returns = tuple(r.type == "Tensor[]" for r in op.returns)
+    list_returns = tuple(r.family == "Tensor[]" for r in op.returns)
+    positional = ", ".join(local[a.name] for a in op.args)
     if lists:
+        targets = f"({positional},)" if len(op.args) == 1 else positional
+        counts, flat = plan.vmap_params.split(", ")[2], plan.vmap_params.split(", ")[3][1:]
         vmap_lines = [
-            f"{_targets(op)} = _unflatten(_LISTS, _counts, _flat)",
-            "in_dims = _unflatten(_LISTS, _counts, in_dims[1:])",
+            f"{targets} = {n['unflatten']}({n['LISTS']}, {counts}, {flat})",
+            f"in_dims = {n['unflatten']}({n['LISTS']}, {counts}, in_dims[1:])",
         ]
-        apply_args = f"*_flatten(_LISTS, ({_positional(op)},))"
     else:
         vmap_lines = []
-        apply_args = _positional(op)
-    vmap = vmap_context(op)
+    vmap = vmap_context(op, n, local)
     if vmap is not None:
         vmap_lines.append(f"return {vmap['function_call']}")
-    applied = f"{class_name(op)}.apply({apply_args})"
-    plain = f"_plain_apply({apply_args})"
+    plain_args = ", ".join(a.name for a in op.args)
+    if lists:
+        apply_args = f"*{n['flatten']}({n['LISTS']}, ({plain_args},))"
+    else:
+        apply_args = plain_args
+    applied = f"{n['Function']}.apply({apply_args})"
+    plain = f"{n['plain_apply']}({apply_args})"
     if any(list_returns):
-        applied, plain = f"_nest(_RETURNS, {applied})", f"_nest(_RETURNS, {plain})"
+        applied = f"{n['nest']}({n['RETURNS']}, {applied})"
+        plain = f"{n['nest']}({n['RETURNS']}, {plain})"
     return {
-        "class_name": class_name(op),
+        "class_name": n["Function"],
         "forward_params": plan.forward_params,
         "forward_lines": plan.forward_lines,
         "setup_lines": plan.setup_lines,
+        "backward_params": plan.backward_params,
         "backward_lines": plan.backward_lines,
         "once_differentiable": bool(op.grads) and not op.double_backward,
+        "jvp_params": plan.jvp_params,
         "jvp_lines": plan.jvp_lines,
         "vmap_params": plan.vmap_params,
         "vmap_lines": tuple(vmap_lines) if vmap is not None else (),
@@ -164,8 +182,8 @@ def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:
 def kernel_context(op: OpSpec, package: str) -> dict[str, Any] | None:
     """The op's Python Autograd kernel (Note [Keyset Autograd kernel]), or None when it has none here."""
     kind = autograd_kind(op)
-    if kind is AutogradKind.NONE:
-        return None
+    if kind is AutogradKind.NONE or runs_below_autograd(op):
+        return None  # a mutating op's kernel: Note [Mutating ops that return] in _runtime.py
     if op.backend == "python" and op.registration == "custom_op":
         keys = [f"Autograd{DISPATCH_KEYS[d]}" for d in op.devices]
     else:

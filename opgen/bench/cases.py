@@ -9,7 +9,6 @@ allocating and `out=` calls would mislead.
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,15 +81,17 @@ def _shape(template: tuple, size: dict[str, int], name: str) -> tuple[int, ...]:
 
 
 def _default_value(op: OpSpec, arg: Arg, size: dict[str, int]) -> Any:
-    if arg.type == "Tensor" and set(size) == {"n"}:
+    if arg.family == "Tensor" and set(size) == {"n"}:
         return ("n",)
-    if arg.type == "Tensor?":
+    if arg.family == "Tensor?":
         return None
     if arg.default is not None and not arg.is_tensor_list:
-        try:
-            return ast.literal_eval(arg.default)
-        except (ValueError, SyntaxError):
-            pass
+        value = arg.default.value
+        if arg.type.element == "ScalarType" and isinstance(value, str):
+            import torch
+
+            return getattr(torch, value)
+        return list(value) if isinstance(value, tuple) else value
     for sample in op.test.samples[:1]:
         for name, value in sample.values:
             if (
@@ -150,6 +151,23 @@ def _nbytes(tensors: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def helper_inputs(op: OpSpec, fn: Any, size: dict[str, int], device: str) -> dict[str, Any]:
+    """The first sample of `[bench] inputs_from`, a generator of the project's
+    `testing_helpers.py` called with the size variables (Note [Testing helpers])."""
+    import importlib
+
+    import torch
+
+    generator = op.bench.inputs_from or ""
+    package = fn.__module__.partition(".")[0]
+    helpers = importlib.import_module(f"{package}.testing_helpers")
+    torch.manual_seed(0)
+    samples = getattr(helpers, generator)(device, getattr(torch, op.bench.dtype), **size)
+    if not samples:
+        raise CaseError(f"{op.qualname}: {generator}(..., **{size}) gave no samples")
+    return dict(samples[0])
+
+
 def build_case(
     op: OpSpec,
     fn: Any,
@@ -166,7 +184,11 @@ def build_case(
     import torch
 
     backward = op.bench.backward if backward is None else backward
-    inputs = make_inputs(op, size, device)
+    inputs = (
+        helper_inputs(op, fn, size, device)
+        if op.bench.inputs_from
+        else make_inputs(op, size, device)
+    )
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
     wrt_names = [a.name for a in op.args if a.name in {n for f in op.grads for n in f.inputs}]
     wrt = [

@@ -4,6 +4,7 @@
 [bench]
 sizes = [{n = 1024, d = 1024}, {n = 4096, d = 1024}]   # or plain ints: values of n
 inputs = {x = ["n", "d"], weight = ["d"], eps = 1e-5}  # shape templates over the size variables
+# or inputs_from = "boxes"  # testing_helpers.boxes(device, dtype, **size)[0]
 native = "F.layer_norm(x, [x.shape[-1]], weight, bias, eps)"
 bytes = "..."        # or flops = "2 * n * d"; default: bytes of inputs + outputs
 backward = true      # time forward + backward
@@ -19,11 +20,22 @@ from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, typed
 from .load import LoadedToml
 from .model import Arg, BenchSpec
+from .samples import helper_name
 from .types import DTYPES
 
 __all__ = ["BENCH_KEYS", "build_bench"]
 
-BENCH_KEYS = ("sizes", "inputs", "native", "reference", "bytes", "flops", "backward", "dtype")
+BENCH_KEYS = (
+    "sizes",
+    "inputs",
+    "inputs_from",
+    "native",
+    "reference",
+    "bytes",
+    "flops",
+    "backward",
+    "dtype",
+)
 _SIZE_HINT = "write sizes = [1000, 1000000] (values of n) or sizes = [{n = 512, d = 1024}]"
 
 
@@ -139,4 +151,18 @@ def build_bench(
             f"one of: {', '.join(DTYPES)}",
         )
         dtype = "float32"
-    return BenchSpec(sizes=sizes, inputs=inputs, backward=backward, dtype=dtype, **texts)
+    inputs_from = helper_name(sink, doc, table, "bench", "inputs_from")
+    if inputs_from is not None and inputs:
+        sink.error(
+            doc.line("bench", "inputs_from"),
+            "bench.inputs and bench.inputs_from both give the inputs",
+            "keep one: shape templates, or a generator of testing_helpers.py",
+        )
+    return BenchSpec(
+        sizes=sizes,
+        inputs=inputs,
+        backward=backward,
+        dtype=dtype,
+        inputs_from=inputs_from,
+        **texts,
+    )

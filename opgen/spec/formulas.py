@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DiagnosticSink
@@ -15,7 +16,16 @@ from .model import Arg, FakeRule, GradFormula, OpSpec, Ret
 from .names import identifier_problem
 from .tangents import tangent_names
 
-__all__ = ["EXPR_GLOBALS", "build_grads", "build_fake", "check_exprs", "callable_ops", "called_ops"]
+__all__ = [
+    "EXPR_GLOBALS",
+    "FormulaNames",
+    "formula_names",
+    "build_grads",
+    "build_fake",
+    "check_exprs",
+    "callable_ops",
+    "called_ops",
+]
 
 # the names every spec expression may use besides the op's arguments
 EXPR_GLOBALS = ("torch", "math", "F", *SAFE_BUILTINS)
@@ -28,14 +38,53 @@ def callable_ops(op_names: frozenset[str]) -> frozenset[str]:
     return frozenset(n for n in op_names if identifier_problem(n, "op name") is None)
 
 
+@dataclass(frozen=True)
+class FormulaNames:
+    """What a gradient formula calls the incoming gradients and the op's outputs.
+
+    Note [Formula names]
+    In a formula, an argument's name always means that argument, whatever it
+    shadows. The incoming gradient is `grad` (ops with one output) and the
+    tuple of them `grads`; the outputs are `result` (one output) or `result0`,
+    `result1`, ... When an argument already has one of these names, the
+    gradient or output takes the name with `_` appended (`grad_` next to an
+    argument `grad`; again while taken), so both stay reachable. torch, math,
+    F, the small builtins and the library's other ops are reachable unless an
+    argument has their name.
+    """
+
+    grad: str | None  # None with several outputs: use grads[i]
+    grads: str
+    result: str | None
+    results: tuple[str, ...]
+
+
+def _free(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    return name
+
+
+def formula_names(args: tuple[Arg, ...], rets: tuple[Ret, ...]) -> FormulaNames:
+    """The names of the incoming gradients and outputs for this op (Note [Formula names])."""
+    taken = {a.name for a in args}
+    single = len(rets) == 1
+    return FormulaNames(
+        grad=_free("grad", taken) if single else None,
+        grads=_free("grads", taken),
+        result=_free("result", taken) if single else None,
+        results=tuple(_free(f"result{i}", taken) for i in range(len(rets))),
+    )
+
+
 def _formula_names(
     args: tuple[Arg, ...], rets: tuple[Ret, ...], op_names: frozenset[str]
 ) -> set[str]:
-    names = {a.name for a in args} | set(EXPR_GLOBALS) | callable_ops(op_names) | {"grads"}
-    if len(rets) == 1:
-        names |= {"grad", "result"}
-    names |= {f"result{i}" for i in range(len(rets))}
-    return names
+    names = formula_names(args, rets)
+    allowed = {a.name for a in args} | set(EXPR_GLOBALS) | callable_ops(op_names)
+    allowed |= {names.grads, *names.results}
+    allowed |= {n for n in (names.grad, names.result) if n is not None}
+    return allowed
 
 
 def build_grads(
@@ -54,12 +103,24 @@ def build_grads(
             "remove the [grad] table",
         )
         return ()
-    if table and any(a.mutated for a in args):
-        # torch registers autograd only for functional ops.
+    written = [a.name for a in args if a.mutated]
+    if table and written:
+        # torch registers gradient formulas only for functional ops (Note [Mutating ops that return]).
         sink.error(
             doc.line("grad"),
-            "this op mutates an argument, and PyTorch has no autograd for mutating custom ops",
-            "remove the [grad] table, or make the op functional (return a new tensor, no `mutates`)",
+            f"this op writes {', '.join(map(repr, written))}, and PyTorch registers gradient "
+            "formulas only for ops that write nothing",
+            "remove the [grad] table (the op then runs below autograd: its outputs do not "
+            "require grad), or make the op functional: return new tensors instead of writing",
+        )
+        return ()
+    views = [i + 1 for i, r in enumerate(rets) if r.aliased]
+    if table and views:
+        sink.error(
+            doc.line("grad"),
+            f"return {views[0]} aliases an argument (a view), and PyTorch registers gradient "
+            "formulas only for ops whose returns are new tensors",
+            "remove the [grad] table (the op then runs below autograd), or return a new tensor",
         )
         return ()
     allowed = _formula_names(args, rets, op_names)
@@ -80,8 +141,14 @@ def build_grads(
             elif not arg.differentiable:
                 sink.error(
                     line,
-                    f"input {target!r} is a {arg.type}, not a tensor: it has no gradient",
+                    f"input {target!r} is a {arg.type.spelling}, not a tensor: it has no gradient",
                     "remove this formula",
+                )
+            elif arg.kwarg_only:
+                sink.error(
+                    line,
+                    f"input {target!r} is keyword-only, and torch gives keyword-only tensors no gradient",
+                    "move it before the `*` in the schema, or remove this formula",
                 )
             elif arg.mutated:
                 sink.error(
@@ -192,6 +259,14 @@ def build_fake(
         return FakeRule()
     if "like" in table:
         like = string_list(sink, doc, table["like"], "fake", "like") or ()
+        other = next((r for r in rets if not r.is_tensor), None)
+        if other is not None:
+            sink.error(
+                doc.line("fake", "like"),
+                f"fake.like describes tensors, but this op also returns {other.type.spelling}",
+                "use fake.expr with one expression per return, e.g. "
+                'expr = ["x.new_empty(x.shape)", "x.shape[0]"]',
+            )
         tensors = [a.name for a in args if a.is_tensor]
         for name in like:
             if name not in tensors:

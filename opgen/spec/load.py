@@ -29,6 +29,21 @@ class LoadedToml:
     path: Path
     data: dict[str, Any]
     lines: dict[str, int] = field(default_factory=dict)
+    source: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the file's lines
+
+    def value_line(self, key: str, newlines: int) -> int:
+        """The file line of a string value's line after `newlines` line breaks.
+
+        Only a multi-line string (triple quotes) spans file lines; TOML drops a
+        line break right after its opening quotes.
+        """
+        line = self.line(key)
+        if newlines == 0 or not 0 < line <= len(self.source):
+            return line
+        after = self.source[line - 1].split("=", 1)[-1].strip()
+        if not after.startswith(('"""', "'''")):
+            return line  # one line in the file: its breaks are \n escapes
+        return line + newlines + (1 if after in ('"""', "'''") else 0)
 
     def line(self, *keys: str | int) -> int:
         """Line of the most specific known key path; 1 when nothing matches."""
@@ -142,7 +157,7 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
                 path, None, "invalid TOML: nested too deeply", "flatten the nested arrays or tables"
             )
         ) from None
-    return LoadedToml(path, data, _scan_lines(text))
+    return LoadedToml(path, data, _scan_lines(text), tuple(text.splitlines()))
 
 
 def _too_large(path: Path, size: int) -> OpgenError:

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .dialect.printer import format_schema
+from .dialect.types import Default, SchemaType
+
 __all__ = [
     "join_params",
     "param_list",
@@ -20,6 +23,7 @@ __all__ = [
     "FakeRule",
     "JvpRule",
     "TensorSample",
+    "NONE_SAMPLE",
     "Sample",
     "TestSpec",
     "BenchSpec",
@@ -50,31 +54,65 @@ ROW_OUTPUTS = (
 
 @dataclass(frozen=True)
 class Arg:
-    """One schema argument; `kind` is the schema type with annotations removed."""
+    """One schema argument as registered (Note [Schema model] in dialect/types.py).
+
+    `type` carries the alias annotations opgen registers: the user's, with each
+    bare `!` given a set name and `mutates` written in; `text` is the argument
+    as the user wrote it.
+    """
 
     name: str
-    type: str
-    default: str | None
-    kwarg_only: bool
-    mutated: bool
+    type: SchemaType
+    default: Default | None = None
+    kwarg_only: bool = False
+    text: str = ""
+
+    @property
+    def family(self) -> str:
+        """The type without annotations and list sizes: `Tensor?`, `int[]`, `(int, int)?`."""
+        return self.type.family
 
     @property
     def is_tensor(self) -> bool:
-        return self.type in ("Tensor", "Tensor?")
+        return self.type.family in ("Tensor", "Tensor?")
 
     @property
     def is_tensor_list(self) -> bool:
-        return self.type in ("Tensor[]", "Tensor?[]")
+        return self.type.family in ("Tensor[]", "Tensor?[]", "Tensor[]?")
+
+    @property
+    def is_optional(self) -> bool:
+        return self.type.is_optional
 
     @property
     def differentiable(self) -> bool:
         return self.is_tensor or self.is_tensor_list
 
+    @property
+    def mutated(self) -> bool:
+        """Whether the op writes to the argument (a write annotation: `Tensor(a!)`, `Tensor!?`)."""
+        return self.type.is_write
+
 
 @dataclass(frozen=True)
 class Ret:
-    name: str | None
-    type: str
+    """One return: its name ("" when unnamed) and type, with any alias annotation."""
+
+    name: str
+    type: SchemaType
+
+    @property
+    def family(self) -> str:
+        return self.type.family
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type.family in ("Tensor", "Tensor?")
+
+    @property
+    def aliased(self) -> bool:
+        """Whether the return carries an alias annotation (`Tensor(a!)`, a view `Tensor(a)`)."""
+        return self.type.annotation is not None
 
 
 @dataclass(frozen=True)
@@ -127,6 +165,19 @@ class TensorSample:
     low: float | None = None
     high: float | None = None
     requires_grad: bool = True
+    values: Any = None  # nested tuples of numbers: the tensor's exact contents
+    offsets: bool = False  # 0, then cumulative sums of lengths drawn in [low, high)
+    sorted: bool = False  # sorted along the last dimension
+
+
+class _NoneSample:
+    """An optional argument given as None in a sample (`x = {none = true}`)."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+NONE_SAMPLE = _NoneSample()
 
 
 @dataclass(frozen=True)
@@ -144,6 +195,21 @@ class TestSpec:
     dtypes: tuple[str, ...] = ("float32",)
     atol: float | None = None
     rtol: float | None = None
+    samples_from: str | None = None  # a generator in <package>/testing_helpers.py
+    reference_from: str | None = None  # a reference function there
+
+    @property
+    def helpers(self) -> tuple[str, ...]:
+        """The names the spec's tests take from `<package>/testing_helpers.py`."""
+        return tuple(n for n in (self.samples_from, self.reference_from) if n)
+
+    @property
+    def has_samples(self) -> bool:
+        return bool(self.samples or self.samples_from)
+
+    @property
+    def has_reference(self) -> bool:
+        return bool(self.reference or self.reference_from)
 
 
 @dataclass(frozen=True)
@@ -173,6 +239,7 @@ class BenchSpec:
     flops: str | None = None
     backward: bool = False
     dtype: str = "float32"
+    inputs_from: str | None = None  # a sample generator in <package>/testing_helpers.py
 
 
 @dataclass(frozen=True)
@@ -211,6 +278,8 @@ class OpSpec:
     vmap: str = "loop"
     vmap_leading: tuple[str, ...] = ()
     autocast: tuple[tuple[str, str], ...] = ()  # (device, dtype), in the spec's order
+    # torch.Tag names the op is defined with: the spec's `tags`, then those its schema
+    # implies (Note [Tags of aliasing ops] in spec/registration.py)
     tags: tuple[str, ...] = ()
     sharding: ShardingSpec | None = None
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
@@ -221,20 +290,8 @@ class OpSpec:
 
     @property
     def schema(self) -> str:
-        """The schema without the op name, with alias annotations written in."""
-
-        def one(arg: Arg) -> str:
-            annotated = arg.type
-            if arg.mutated:
-                annotated = annotated.replace("Tensor", f"Tensor({_alias(self, arg)}!)", 1)
-            return f"{annotated} {arg.name}" + (
-                f"={arg.default}" if arg.default is not None else ""
-            )
-
-        parts = join_params(self.args, one)
-        rets = [r.type + (f" {r.name}" if r.name else "") for r in self.returns]
-        ret_text = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
-        return f"({parts}) -> {ret_text}"
+        """The schema opgen registers, without the op name (dialect/printer.py)."""
+        return format_schema(self.args, self.returns)
 
     @property
     def overload_name(self) -> str:
@@ -259,6 +316,16 @@ class OpSpec:
     def mutated(self) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if a.mutated)
 
+    @property
+    def functional(self) -> bool:
+        """Writes no argument and returns no alias of one: torch registers gradient formulas only for these."""
+        return not self.mutated and not self.aliased_returns
+
+    @property
+    def aliased_returns(self) -> bool:
+        """Whether a return aliases an argument (an in-place, out= or view op)."""
+        return any(r.aliased for r in self.returns)
+
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
 
@@ -276,8 +343,3 @@ def param_list(args: tuple[Arg, ...], render: Callable[[Arg], str]) -> list[str]
             parts.append("*")
         parts.append(render(arg))
     return parts
-
-
-def _alias(op: OpSpec, arg: Arg) -> str:
-    index = [a.name for a in op.mutated].index(arg.name)
-    return "abcdefghijklmnopqrstuvwxyz"[index % 26] + ("" if index < 26 else str(index // 26))

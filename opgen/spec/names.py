@@ -41,16 +41,14 @@ RESERVED_NAMESPACES = frozenset(
 )
 
 # Module-level names of a generated op module: an op of the same name would rebind
-# them, and the backward (which looks `torch` up at call time) would break.
+# them, and the backward (which looks `torch` up at call time) would break. The
+# module's own helpers avoid the op's name (Note [Generated names]); the builtins
+# here are those the generated autograd.Function calls at call time.
 RESERVED_OP_NAMES = frozenset(
-    "torch math F Tensor Sequence once_differentiable annotations "
+    "torch math F Tensor Sequence once_differentiable annotations any len list tuple "
     "_kernels _handle _lib _fake _backward _setup_context "
     # the wrapper's bindings (Note [Autograd fast path])
-    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude "
-    # the autograd.Function, Autograd kernel and batching rule (Note [One autograd.Function per op])
-    "_apply _autograd _vmap _batching _rule _library _below_autograd _needs_autograd _plain_apply "
-    "_plain_apply_of _redispatch _redispatch_of _refuse_under_transforms _op_instead "
-    "_AFTER_AUTOGRAD _FORWARD_AD _NO_GRAD _NO_JVP _LISTS _RETURNS _RETURN_LISTS".split()
+    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
 )
 
 # Modules of the generated package that `import <package>.<name>` reaches: the package's

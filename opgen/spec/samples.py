@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import keyword
 import math
 from typing import Any
 
 from ..errors import DiagnosticSink
+from .dialect.types import TypeKind
 from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
-from .model import Arg, Sample, TensorSample, TestSpec
-from .types import DTYPES, normalize_type
+from .model import NONE_SAMPLE, Arg, Sample, TensorSample, TestSpec
+from .types import DTYPES
 
-__all__ = ["build_test", "TEST_KEYS"]
+__all__ = ["build_test", "helper_name", "TEST_KEYS"]
 
-TEST_KEYS = ("samples", "reference", "dtypes", "atol", "rtol")
-_TENSOR_SAMPLE_KEYS = ("shape", "dtype", "noncontiguous", "low", "high", "requires_grad")
+TEST_KEYS = ("samples", "samples_from", "reference", "reference_from", "dtypes", "atol", "rtol")
+_TENSOR_SAMPLE_KEYS = (
+    "shape",
+    "values",
+    "dtype",
+    "noncontiguous",
+    "low",
+    "high",
+    "requires_grad",
+    "offsets",
+    "sorted",
+    "none",
+)
 _MAX_DIM = 1 << 20
 _MAX_ELEMENTS = 1 << 24
 
@@ -41,16 +54,49 @@ _SCALAR_CHECKS = {
 }
 
 
-def _tensor_sample(
+def _nested(value: Any) -> tuple[tuple[int, ...], Any] | None:
+    """(shape, nested tuples) of a rectangular nested list of finite numbers, else None."""
+    if _is_number(value):
+        return (), value
+    if not isinstance(value, list):
+        return None
+    items = [_nested(v) for v in value]
+    if any(i is None for i in items) or len({i[0] for i in items}) > 1:  # type: ignore[index]
+        return None
+    inner = items[0][0] if items else ()  # type: ignore[index]
+    return (len(items), *inner), tuple(i[1] for i in items)  # type: ignore[index]
+
+
+def _tensor_shape(
     sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str
-) -> TensorSample | None:
-    check_keys(sink, doc, value, _TENSOR_SAMPLE_KEYS, path)
+) -> tuple[tuple[int, ...], Any] | None:
+    """The sample's shape and, for `values = [...]`, its contents."""
     shape = value.get("shape")
+    contents = None
+    if "values" in value:
+        nested = _nested(value["values"])
+        if nested is None or isinstance(value["values"], (int, float)):
+            sink.error(
+                doc.line(*path, "values"),
+                f"values of {name!r} must be a (nested) list of finite numbers with rows of equal "
+                f"length, not {shown(value['values'])}",
+                f"e.g. {name} = {{values = [[0, 0, 10, 10], [1, 1, 11, 11]]}}",
+            )
+            return None
+        if shape is not None and list(nested[0]) != shape:
+            sink.error(
+                doc.line(*path, "shape"),
+                f"shape {shown(shape)} of {name!r} does not match its values (shape "
+                f"{list(nested[0])})",
+                "leave shape out: values give it",
+            )
+            return None
+        shape, contents = list(nested[0]), nested[1]
     if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):
         sink.error(
             doc.line(*path, "shape"),
             f"the sample for {name!r} needs shape = [d0, d1, ...] of non-negative integers, not {shown(shape)}",
-            f"e.g. {name} = {{shape = [3, 4]}}",
+            f"e.g. {name} = {{shape = [3, 4]}} or {{values = [1.0, 2.0]}}",
         )
         return None
     if math.prod(shape) > _MAX_ELEMENTS:
@@ -60,6 +106,55 @@ def _tensor_sample(
             "keep test samples under 16M elements",
         )
         return None
+    return tuple(shape), contents
+
+
+def _check_offsets(
+    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str, shape: tuple
+) -> None:
+    """`offsets = true` draws lengths and writes 0 and their running sums: an integer vector."""
+    hint = f'e.g. {name} = {{shape = [5], dtype = "int64", offsets = true, low = 0, high = 4}}'
+    if value.get("dtype") not in ("int32", "int64"):
+        sink.error(
+            doc.line(*path, "offsets"),
+            f'offsets of {name!r} need dtype = "int64" or "int32"',
+            hint,
+        )
+    elif len(shape) != 1 or shape[0] < 1:
+        sink.error(
+            doc.line(*path, "offsets"),
+            f"offsets of {name!r} need a shape [batch + 1] of one dimension, not {list(shape)}",
+            hint,
+        )
+    elif "values" in value:
+        sink.error(
+            doc.line(*path, "offsets"),
+            f"{name!r} gives both values and offsets = true",
+            "write the offsets as values = [0, ...], or draw them with offsets = true",
+        )
+    elif value.get("low", 0) < 0:
+        sink.error(
+            doc.line(*path, "low"),
+            f"offsets of {name!r} are running sums of lengths in [low, high): low must be >= 0",
+            hint,
+        )
+
+
+def _tensor_sample(
+    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str
+) -> TensorSample | None:
+    check_keys(sink, doc, value, _TENSOR_SAMPLE_KEYS, path)
+    if "none" in value:
+        sink.error(
+            doc.line(*path, "none"),
+            f"none = true stands alone: {name!r} is either None or a tensor",
+            f"write {name} = {{none = true}}, or remove none",
+        )
+        return None
+    found = _tensor_shape(sink, doc, value, path, name)
+    if found is None:
+        return None
+    shape, contents = found
     dtype = value.get("dtype")
     if dtype is not None and dtype not in DTYPES:
         sink.error(
@@ -67,7 +162,7 @@ def _tensor_sample(
             f"unknown dtype {shown(dtype)}",
             suggest(str(dtype), DTYPES, "one of"),
         )
-    for key in ("noncontiguous", "requires_grad"):
+    for key in ("noncontiguous", "requires_grad", "offsets", "sorted"):
         if key in value and not isinstance(value[key], bool):
             sink.error(
                 doc.line(*path, key),
@@ -81,17 +176,65 @@ def _tensor_sample(
                 f"{key} must be a finite number, not {shown(value[key])}",
                 f"write {key} = -1.0",
             )
+        elif key in value and contents is not None:
+            sink.error(
+                doc.line(*path, key),
+                f"{key} draws random values, but {name!r} gives its values",
+                f"remove {key}",
+            )
+    if value.get("offsets") is True:
+        _check_offsets(sink, doc, value, path, name, shape)
     return TensorSample(
-        tuple(shape),
+        shape,
         dtype,
         bool(value.get("noncontiguous", False)),
         value.get("low"),
         value.get("high"),
         bool(value.get("requires_grad", True)),
+        contents,
+        value.get("offsets") is True,
+        value.get("sorted") is True,
     )
 
 
+def _none_sample(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: tuple) -> Any:
+    """`{none = true}`: the argument is passed as None (TOML has no null)."""
+    if value != {"none": True}:
+        sink.error(
+            doc.line(*path),
+            f"{shown(value)} for {arg.name!r}: none = true stands alone in its table",
+            f"write {arg.name} = {{none = true}}",
+        )
+        return None
+    if not arg.is_optional:
+        sink.error(
+            doc.line(*path),
+            f"{arg.name!r} is a {arg.type.spelling}, not optional: it cannot be None",
+            f"give {arg.name} a value, or make its type optional ({arg.type.spelling}?)",
+        )
+        return None
+    return NONE_SAMPLE
+
+
+def _tensor_list_item(
+    sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: dict, path: tuple
+) -> Any:
+    """An item of a Tensor[] sample; `Tensor?[]` items may be `{none = true}`."""
+    if "none" in value and arg.family == "Tensor?[]":
+        if value == {"none": True}:
+            return NONE_SAMPLE
+        sink.error(
+            doc.line(*path),
+            f"{shown(value)} in {arg.name!r}: none = true stands alone in its table",
+            "write {none = true} for an item that is None",
+        )
+        return None
+    return _tensor_sample(sink, doc, value, path, arg.name)
+
+
 def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: tuple) -> Any:
+    if isinstance(value, dict) and "none" in value:
+        return _none_sample(sink, doc, arg, value, path)
     if arg.is_tensor:
         if isinstance(value, dict):
             return _tensor_sample(sink, doc, value, path, arg.name)
@@ -103,28 +246,36 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
         return None
     if arg.is_tensor_list:
         if isinstance(value, list) and all(isinstance(v, dict) for v in value):
-            return tuple(_tensor_sample(sink, doc, v, path, arg.name) for v in value)
+            return tuple(
+                _tensor_list_item(sink, doc, arg, v, path + (index,))
+                for index, v in enumerate(value)
+            )
         sink.error(
             doc.line(*path),
             f"the sample for {arg.name!r} must be a list of tensor tables, not {shown(value)}",
             f"e.g. {arg.name} = [{{shape = [3]}}, {{shape = [3]}}]",
         )
         return None
-    base = normalize_type(arg.type).rstrip("?")
-    if value is None:
-        return None
-    elem = base[:-2] if base.endswith("[]") else base
-    check, wanted = _SCALAR_CHECKS[elem]
-    good = (
-        isinstance(value, list) and all(check(v) for v in value)
-        if base.endswith("[]")
-        else check(value)
-    )
+    inner = arg.type.unwrapped
+    if inner.kind is TypeKind.TUPLE:
+        checks = [_SCALAR_CHECKS[m.name] for m in inner.items]
+        good = (
+            isinstance(value, list)
+            and len(value) == len(checks)
+            and all(check(v) for (check, _), v in zip(checks, value, strict=True))
+        )
+        wanted = "a list of " + ", ".join(w for _, w in checks)
+    else:
+        check, wanted = _SCALAR_CHECKS[inner.element]
+        if inner.kind is TypeKind.LIST:
+            good = isinstance(value, list) and all(check(v) for v in value)
+            wanted = f"a list of {wanted}"
+        else:
+            good = check(value)
     if not good:
-        wanted = f"a list of {wanted}" if base.endswith("[]") else wanted
         sink.error(
             doc.line(*path),
-            f"sample value {shown(value)} is not a valid {arg.type} for {arg.name!r}",
+            f"sample value {shown(value)} is not a valid {arg.type.spelling} for {arg.name!r}",
             f"write {wanted}",
         )
         return None
@@ -134,6 +285,8 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
 def _samples(
     sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tuple[Arg, ...]
 ) -> list[Sample]:
+    if raw_samples is None:
+        return []  # the generated tests say what to add (generation is never blocked by tests)
     if (
         not isinstance(raw_samples, list)
         or not raw_samples
@@ -141,9 +294,9 @@ def _samples(
     ):
         first = next((a.name for a in args if a.is_tensor), "x")
         sink.error(
-            doc.line("test", "samples") if raw_samples is not None else doc.line("test"),
-            "missing required [[test.samples]]: at least one sample input",
-            f"add\n[[test.samples]]\n{first} = {{shape = [3, 4]}}",
+            doc.line("test", "samples"),
+            f"test.samples must be one or more [[test.samples]] tables, not {shown(raw_samples)}",
+            f"write\n[[test.samples]]\n{first} = {{shape = [3, 4]}}",
         )
         return []
     by_name = {a.name: a for a in args}
@@ -163,7 +316,7 @@ def _samples(
                 values.append(
                     (arg.name, _sample_value(sink, doc, arg, raw[arg.name], path + (arg.name,)))
                 )
-            elif arg.default is None and not arg.type.endswith("?"):
+            elif arg.default is None and not arg.is_optional:
                 sink.error(
                     doc.line(*path),
                     f"sample {index + 1} has no value for required argument {arg.name!r}",
@@ -171,6 +324,21 @@ def _samples(
                 )
         samples.append(Sample(tuple(values), doc.line(*path)))
     return samples
+
+
+def helper_name(sink: DiagnosticSink, doc: LoadedToml, table: dict, *path: str) -> str | None:
+    """A function name in the project's `<package>/testing_helpers.py` (Note [Testing helpers])."""
+    value = table.get(path[-1])
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.isidentifier() or keyword.iskeyword(value):
+        sink.error(
+            doc.line(*path),
+            f"{'.'.join(path)} must name a function of testing_helpers.py, not {shown(value)}",
+            f'e.g. {path[-1]} = "nms_{path[-1].split("_")[0]}"',
+        )
+        return None
+    return value
 
 
 def build_test(
@@ -182,7 +350,15 @@ def build_test(
 ) -> TestSpec:
     check_keys(sink, doc, table, TEST_KEYS, ("test",))
     samples = _samples(sink, doc, table.get("samples"), args)
+    samples_from = helper_name(sink, doc, table, "test", "samples_from")
+    reference_from = helper_name(sink, doc, table, "test", "reference_from")
     reference = table.get("reference")
+    if reference is not None and reference_from is not None:
+        sink.error(
+            doc.line("test", "reference_from"),
+            "test.reference and test.reference_from both give the reference",
+            "keep one: an expression, or a function of testing_helpers.py",
+        )
     if reference is not None:
         if typed(sink, doc, reference, str, "test", "reference"):
             try:
@@ -225,5 +401,11 @@ def build_test(
             value = None
         tolerances[key] = value
     return TestSpec(
-        tuple(samples), reference, tuple(dtypes), tolerances["atol"], tolerances["rtol"]
+        tuple(samples),
+        reference,
+        tuple(dtypes),
+        tolerances["atol"],
+        tolerances["rtol"],
+        samples_from,
+        reference_from,
     )

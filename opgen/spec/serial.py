@@ -1,36 +1,48 @@
 """A validated `OpSpec` as JSON data and back, for the generate cache (Note [Generate cache]).
 
-The encoding is data only: dataclasses of `spec.model` are rebuilt by name
-from that module alone, so a damaged or crafted cache can at worst fail to decode
+The encoding is data only: dataclasses of `spec.model` and of the schema types
+(`spec.dialect.types`), and the enums of the latter, are rebuilt by name from
+those modules alone, so a damaged or crafted cache can at worst fail to decode
 (then the spec is validated again); it cannot run code, as a pickle could.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from . import model
+from .dialect import types
 from .model import OpSpec
 
 __all__ = ["op_to_json", "op_from_json"]
 
-# the dataclasses of `spec.model` an OpSpec is made of (every one but OpSpec itself): a new
-# part of the model is stored without being listed here
+# the dataclasses an OpSpec is made of (every one of `spec.model` and `spec.dialect.types` but
+# OpSpec itself): a new part of the model is stored without being listed here
 _CLASSES: dict[str, type] = {
     name: cls
-    for name, cls in vars(model).items()
+    for module in (model, types)
+    for name, cls in vars(module).items()
     if isinstance(cls, type)
     and dataclasses.is_dataclass(cls)
-    and cls.__module__ == model.__name__
+    and cls.__module__ == module.__name__
     and cls is not OpSpec
+}
+# the enums of the schema types (TypeKind): stored by member name, since a StrEnum is also a str
+_ENUMS: dict[str, type[Enum]] = {
+    name: cls
+    for name, cls in vars(types).items()
+    if isinstance(cls, type) and issubclass(cls, Enum) and cls.__module__ == types.__name__
 }
 # the OpSpec fields stored as-is or rebuilt by hand rather than by `_encode`
 _PATH, _LINES = "path", "lines"
 
 
 def _encode(value: Any) -> Any:
+    if isinstance(value, Enum) and type(value).__name__ in _ENUMS:
+        return {"e": type(value).__name__, "v": value.name}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, tuple):
@@ -54,6 +66,8 @@ def _decode(value: Any) -> Any:
         return tuple(_decode(v) for v in value["t"])
     if "d" in value:
         return {_decode(k): _decode(v) for k, v in value["d"]}
+    if "e" in value:
+        return _ENUMS[value["e"]][value["v"]]
     cls = _CLASSES[value["c"]]
     return cls(**{name: _decode(v) for name, v in value["f"].items()})
 

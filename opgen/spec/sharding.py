@@ -48,15 +48,15 @@ def _rule_problem(
                 'use rule = "rowwise" with outputs = [...] for several outputs, or rule = "custom"',
             )
     elif rule == "rowwise":
-        if tensors[0].type != "Tensor":
+        if tensors[0].family != "Tensor":
             return (
                 f"sharding rule 'rowwise' shards the rows of the first tensor argument, and "
-                f"{tensors[0].name!r} is optional ({tensors[0].type})",
+                f"{tensors[0].name!r} is optional ({tensors[0].type.spelling})",
                 'put the row tensor (e.g. x) first in the schema, or use rule = "custom"',
             )
     elif rule == "matmul":
         names = ", ".join(a.name for a in tensors)
-        if len(tensors) != 2 or any(a.type != "Tensor" for a in tensors):
+        if len(tensors) != 2 or any(a.family != "Tensor" for a in tensors):
             return (
                 f"sharding rule 'matmul' needs exactly two Tensor arguments (a @ b); this op "
                 f"takes {len(tensors)} ({names})",
@@ -92,12 +92,20 @@ def build_sharding(
         hint = near if near.startswith("did you mean") else _RULE_HINT
         sink.error(line, f"unknown sharding rule {shown(rule)}", hint)
         return None
-    lists = [a for a in args if a.is_tensor_list] + [r for r in rets if r.type != "Tensor"]
+    lists = [a for a in args if a.is_tensor_list] + [r for r in rets if r.family == "Tensor[]"]
     if lists:
         sink.error(
             line,
             "sharding rules do not support Tensor[] arguments or returns",
             "remove the [sharding] table, or take the tensors as separate Tensor arguments",
+        )
+        return None
+    others = [r for r in rets if r.family != "Tensor" or r.aliased]
+    if others:
+        sink.error(
+            line,
+            f"sharding rules need new Tensor returns; this op returns {others[0].type.spelling}",
+            "remove the [sharding] table",
         )
         return None
     problem = _rule_problem(rule, args, rets)

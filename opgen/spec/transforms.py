@@ -189,7 +189,7 @@ def build_vmap(
     """`vmap` and `vmap_leading`: the batching rule and, for "leading", the batch-agnostic inputs."""
     tensors = [a for a in args if a.differentiable]
     functional = bool(rets) and bool(tensors) and not any(a.mutated for a in args)
-    list_returns = any(r.type == "Tensor[]" for r in rets)
+    list_returns = any(r.type.family == "Tensor[]" for r in rets)
     default = "loop" if functional and not list_returns else "none"
     rule = data.get("vmap", default)
     leading = data.get("vmap_leading")
@@ -318,7 +318,7 @@ def build_tags(sink: DiagnosticSink, doc: LoadedToml, value: Any) -> tuple[str, 
             sink.error(
                 line,
                 f"tag {tag!r} describes a schema whose returns alias its mutated arguments; "
-                "torch checks it against the schema and the stable ABI cannot define it (torch 2.13)",
+                "opgen adds it itself where the schema's annotations say so",
                 "remove it from tags",
             )
         elif name not in TAG_NAMES:

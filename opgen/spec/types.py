@@ -1,73 +1,51 @@
-"""Schema types opgen understands, and how a default or sample value is checked."""
+"""The schema types opgen generates code for (torch reads more: see `dialect/`)."""
 
 from __future__ import annotations
 
-import ast
-import re
-from collections.abc import Callable
+from .dialect.types import SchemaType, TypeKind
 
-__all__ = ["SUPPORTED_ARG_TYPES", "SUPPORTED_RETURN_TYPES", "default_problem", "DTYPES"]
+__all__ = [
+    "ARG_FAMILIES",
+    "RETURN_FAMILIES",
+    "TUPLE_MEMBERS",
+    "DTYPES",
+    "arg_type_supported",
+    "supported_arg_types",
+]
 
 _BASE = ["Tensor", "int", "SymInt", "float", "bool", "str", "Scalar", "ScalarType", "Device"]
-_LISTS = ["Tensor[]", "int[]", "SymInt[]", "float[]", "bool[]"]
-SUPPORTED_ARG_TYPES = frozenset(
-    _BASE + _LISTS + [t + "?" for t in _BASE + _LISTS if t != "Tensor[]"]
+_LISTS = ["Tensor[]", "Tensor?[]", "int[]", "SymInt[]", "float[]", "bool[]"]
+# argument types as `SchemaType.family` spells them (list sizes dropped)
+ARG_FAMILIES = frozenset(_BASE + _LISTS + [t + "?" for t in _BASE + _LISTS if t != "Tensor?[]"])
+# members of tuple arguments such as `(int, int)? group_shape=None`
+TUPLE_MEMBERS = frozenset(["int", "SymInt", "float", "bool"])
+RETURN_FAMILIES = frozenset(
+    [
+        "Tensor",
+        "Tensor?",
+        "Tensor[]",
+        "int",
+        "SymInt",
+        "float",
+        "bool",
+        "str",
+        "str[]",
+        "ScalarType",
+    ]
 )
-SUPPORTED_RETURN_TYPES = frozenset(["Tensor", "Tensor[]"])
 
 DTYPES = "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 
-_INT = re.compile(r"-?\d+\Z")
-_FLOAT = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|-?inf\Z|nan\Z")
-_STR = re.compile(r"""("([^"\\]|\\.)*"|'([^'\\]|\\.)*')\Z""")
+
+def arg_type_supported(kind: SchemaType) -> bool:
+    if kind.family in ARG_FAMILIES:
+        return True
+    inner = kind.unwrapped
+    return inner.kind is TypeKind.TUPLE and all(
+        m.kind is TypeKind.BASE and m.name in TUPLE_MEMBERS for m in inner.items
+    )
 
 
-def _is_str_literal(text: str) -> bool:
-    """One plain quoted Python string (it is copied into generated Python and C++)."""
-    if not _STR.match(text) or any(ord(c) < 32 or c == "\x7f" for c in text):
-        return False
-    try:
-        return isinstance(ast.literal_eval(text), str)
-    except (ValueError, SyntaxError):
-        return False
-
-
-def normalize_type(text: str) -> str:
-    """Drop fixed list sizes (`int[2]` -> `int[]`) so one table covers them."""
-    return re.sub(r"\[\d+\]", "[]", text)
-
-
-def default_problem(type_text: str, default: str) -> str | None:
-    """Why `default` is not a valid default for `type_text`, or None."""
-    type_text = normalize_type(type_text)
-    optional = type_text.endswith("?")
-    base = type_text[:-1] if optional else type_text
-    if default == "None":
-        return None if optional else f"default None needs an optional type ({base}?)"
-    if base.endswith("[]"):
-        elem = base[:-2]
-        body = default.strip()
-        if elem in ("int", "SymInt") and _INT.match(body):
-            return None  # a single int broadcasts, as in aten
-        if not (body.startswith("[") and body.endswith("]")):
-            return f"default {default} of {type_text} must be a list such as [1, 2]"
-        items = [i.strip() for i in body[1:-1].split(",") if i.strip()]
-        for item in items:
-            problem = default_problem(elem, item)
-            if problem:
-                return problem
-        return None
-    checks: dict[str, Callable[[str], object]] = {
-        "int": _INT.match,
-        "SymInt": _INT.match,
-        "float": lambda d: _FLOAT.match(d) or _INT.match(d),
-        "Scalar": lambda d: _FLOAT.match(d) or _INT.match(d) or d in ("True", "False"),
-        "bool": lambda d: d in ("True", "False"),
-        "str": _is_str_literal,
-    }
-    check = checks.get(base)
-    if check is None:
-        return f"defaults for {type_text} arguments are not supported"
-    if not check(default):
-        return f"default {default} is not a valid {base}"
-    return None
+def supported_arg_types() -> str:
+    """The supported argument types, for hints."""
+    return "Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, Device, their lists ([]), optionals (?) and tuples of numbers such as (int, int)?"

@@ -14,10 +14,13 @@ from .model import (
     CPP_TARGETS,
     DEVICES,
     REGISTRATIONS,
+    Arg,
     OpSpec,
     ProjectConfig,
+    Ret,
 )
 from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
+from .registration import custom_op_refusal, derived_tags
 from .samples import build_test
 from .schema import parse_schema
 from .sharding import build_sharding
@@ -116,16 +119,18 @@ def _parse_name(
 
 def _top_level(
     sink: DiagnosticSink, doc: LoadedToml, data: dict[str, Any], config: ProjectConfig
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str] | None, dict[str, Any]]:
     """Everything outside [grad], [fake] and [test]; problems go to `sink`."""
-    mutates = data.get("mutates", [])
-    if not isinstance(mutates, list) or not all(isinstance(m, str) for m in mutates):
+    mutates = data.get("mutates")
+    if mutates is not None and (
+        not isinstance(mutates, list) or not all(isinstance(m, str) for m in mutates)
+    ):
         sink.error(
             doc.line("mutates"),
             f"mutates must be a list of argument names, not {shown(mutates)}",
-            'e.g. mutates = ["out"]',
+            'e.g. mutates = ["out"], or leave it out: opgen reads it from the schema\'s annotations',
         )
-        mutates = []
+        mutates = None
     devices = data.get("devices", ["cpu"])
     if (
         not isinstance(devices, list)
@@ -181,6 +186,32 @@ def _top_level(
     return mutates, values
 
 
+def _registration(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    data: dict[str, Any],
+    values: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    name: tuple[str, str, str] | None,
+) -> str:
+    """How a Python op registers: `custom_op` unless its schema needs `Library`.
+
+    A schema custom_op cannot register switches the op to `library` unless the
+    spec itself asks for custom_op (then it is an error saying why).
+    """
+    why = custom_op_refusal(args, rets, name[2] if name is not None else "")
+    if why is None or values["registration"] == "library":
+        return values["registration"]
+    if data.get("registration") == "custom_op":
+        sink.error(
+            doc.line("registration"),
+            f"custom_op cannot register this op: {why}",
+            'set registration = "library" (or remove the line: opgen then picks library itself)',
+        )
+    return "library"
+
+
 def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[str]) -> OpSpec:
     """Validate one loaded spec; raises OpgenError listing every problem."""
     sink = DiagnosticSink(doc.path)
@@ -213,13 +244,6 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     if parsed is None:  # a missing or failed schema always recorded why
         raise OpgenError(sink.items)
     args, rets = parsed
-    if rets and "fake" not in data:
-        first = next((a.name for a in args if a.is_tensor), "x")
-        sink.error(
-            1,
-            "missing required [fake] table: torch.compile needs the output rule",
-            f'add\n[fake]\nlike = "{first}"   # or expr = "{first}.new_empty(...)"',
-        )
     grads = build_grads(sink, doc, tables["grad"], args, rets, op_names)
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
@@ -229,17 +253,8 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
-    if (
-        parsed_name is not None
-        and parsed_name[2]
-        and values.get("backend") == "python"
-        and values.get("registration") == "custom_op"
-    ):
-        sink.error(
-            doc.line("name"),
-            "custom_op cannot define an overload",
-            'set registration = "library" for this op, or drop the ".overload" from its name',
-        )
+    if values["backend"] == "python":
+        values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
     if sink.items or parsed_name is None:  # a bad name always recorded why
         raise OpgenError(sink.items)
     namespace, name, overload = parsed_name
@@ -258,7 +273,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         vmap=vmap,
         vmap_leading=vmap_leading,
         autocast=autocast,
-        tags=tags,
+        tags=(*tags, *derived_tags(args, rets)),
         sharding=sharding,
         lines=dict(doc.lines),
         **values,

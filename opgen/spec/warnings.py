@@ -10,7 +10,6 @@ import ast
 
 from ..errors import Diagnostic
 from .model import OpSpec
-from .types import normalize_type
 
 __all__ = ["spec_warnings", "SIZE_INT_TYPES", "int_arguments", "size_arguments"]
 
@@ -21,7 +20,7 @@ _SIZE_TYPES = (*SIZE_INT_TYPES, "SymInt", "SymInt?", "SymInt[]", "SymInt[]?")
 
 def int_arguments(op: OpSpec) -> list[str]:
     """The op's `int` and `int[]` arguments, in schema order."""
-    return [a.name for a in op.args if normalize_type(a.type) in SIZE_INT_TYPES]
+    return [a.name for a in op.args if a.type.family in SIZE_INT_TYPES]
 
 
 def size_arguments(op: OpSpec) -> list[str]:
@@ -32,11 +31,11 @@ def size_arguments(op: OpSpec) -> list[str]:
         for node in ast.walk(ast.parse(text, mode="eval"))
         if isinstance(node, ast.Name)
     }
-    return [a.name for a in op.args if a.name in used and normalize_type(a.type) in _SIZE_TYPES]
+    return [a.name for a in op.args if a.name in used and a.type.family in _SIZE_TYPES]
 
 
 def _symint(type_text: str) -> str:
-    return normalize_type(type_text).replace("int", "SymInt", 1)
+    return type_text.replace("int", "SymInt", 1)
 
 
 def spec_warnings(op: OpSpec) -> list[Diagnostic]:
@@ -51,10 +50,10 @@ def spec_warnings(op: OpSpec) -> list[Diagnostic]:
                 Diagnostic(
                     op.path,
                     line,
-                    f"argument {arg.name!r} is an {arg.type} and sets the output shape in [fake] expr: "
+                    f"argument {arg.name!r} is an {arg.type.spelling} and sets the output shape in [fake] expr: "
                     "torch.compile(dynamic=True) compiles the op again for every new value "
                     "(it specializes on ints), and torch.export cannot keep that size dynamic",
-                    f"declare it {_symint(arg.type)} {arg.name} in the schema; the kernel keeps "
+                    f"declare it {_symint(arg.type.spelling)} {arg.name} in the schema; the kernel keeps "
                     "receiving plain integers (the generated dynamic-shape test checks it)",
                     level="warning",
                 )

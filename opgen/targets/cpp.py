@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..api.context import spec_path
 from ..api.cpp_context import CppFiles
-from ..api.fastpath import cpp_autograd
+from ..api.fastpath import bumps_versions, cpp_autograd, registers_in_cpp
 from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
@@ -96,7 +96,7 @@ def cpp_op_artifacts(
     body = starter(op) if fresh else None
 
     def kernel_context() -> Context:
-        return {**context(), "starter": None}
+        return {**context(), "starter": None, "imported": None}
 
     cpu, cuda = (body.cpu, body.cuda) if body else (None, None)
     initial = {
@@ -159,7 +159,7 @@ def cpp_project_artifacts(
                 {"device": device},
             )
         )
-    if any(cpp_autograd(op) for op in cpp_ops):
+    if any(cpp_autograd(op) or (registers_in_cpp(op) and bumps_versions(op)) for op in cpp_ops):
         items.append(
             (AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {})
         )

@@ -28,6 +28,7 @@ from .cpp import (
     generated_cpp_patterns,
     library_file,
 )
+from .helpers import helpers_artifact
 from .python import (
     module_path,
     op_module_artifact,
@@ -54,6 +55,7 @@ def _package_files(package: str) -> list[tuple[str, str]]:
         (f"{package}/_testing.py", "package/_testing.py.j2"),
         (f"{package}/_testing_transforms.py", "package/_testing_transforms.py.j2"),
         (f"{package}/_testing_pt2.py", "package/_testing_pt2.py.j2"),
+        (f"{package}/_testing_samples.py", "package/_testing_samples.py.j2"),
         (f"{package}/_runtime.py", "package/_runtime.py.j2"),
         (f"{package}/_batching.py", "package/_batching.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
@@ -64,7 +66,8 @@ def _package_files(package: str) -> list[tuple[str, str]]:
 def package_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
-    """The package's `__init__.py`, test helpers, `_runtime.py`, `_batching.py` and the tests' `conftest.py`."""
+    """The package's `__init__.py`, `_testing*.py`, `_runtime.py`, `_batching.py` and the tests'
+    `conftest.py`."""
     items = _package_files(config.package)
     if not any(op.backend == "python" or op.vmap == "custom" for op in ops):
         items.pop()
@@ -113,6 +116,9 @@ def collect_artifacts(
 
     package_base = functools.cache(lambda: {"project": package(), "ops": ops_list(ops)})
     artifacts = package_artifacts(config, ops, package_base)
+    helpers = helpers_artifact(config, ops, package_base)
+    if helpers is not None:
+        artifacts.append(helpers)
     artifacts += sharding_artifacts(config, ops, package_base)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]

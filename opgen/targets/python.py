@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..api.context import spec_path
+from ..api.names import kernel_raise
 from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
@@ -74,7 +75,16 @@ def python_kernel_artifact(
     path = kernel_path(config.package, op.module)
 
     def context() -> Context:
-        return {**base(), "header": header(source), "kernel_file": path, "starter": None}
+        exception, where = kernel_raise(op, path)
+        return {
+            **base(),
+            "header": header(source),
+            "kernel_file": path,
+            "kernel_exception": exception,
+            "kernel_source": where,
+            "starter": None,
+            "imported": None,
+        }
 
     body = starter(op) if fresh else None
     lines = body.python if body else None

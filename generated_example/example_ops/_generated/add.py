@@ -38,7 +38,8 @@ def _add(x, b):
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.add.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -97,14 +98,14 @@ def _apply(x, b):
     return _AddFunction.apply(x, b)
 
 
-def _autograd(keyset, x, b):
+def _autograd(_keyset, x, b):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x, b):
         _refuse_under_transforms("example_ops.add")
         return _plain_apply(x, b)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, x, b)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, x, b)
 
 
 _lib.impl("add", _autograd, "AutogradCPU", with_keyset=True)

@@ -13,13 +13,24 @@ import torch
 from torch import Tensor
 
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
-from .._runtime import direct_call as _direct_call
+from .._runtime import (
+    INPLACE_OR_VIEW as _INPLACE_OR_VIEW,
+    bump_versions as _bump_versions,
+    direct_call as _direct_call,
+    is_excluded as _excluded,
+    register_version_bump as _register_version_bump,
+    set_excluded as _exclude,
+    transforms_active as _transforms_active,
+)
 
 __all__ = ["add_out"]
 
+_lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.add_out.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
+_register_version_bump(_lib, "add_out", _handle)
 
 
 @torch.library.register_fake("example::add_out")
@@ -33,4 +44,15 @@ def add_out(a: Tensor, b: Tensor, out: Tensor) -> None:
     """out = a + b, written into a preallocated contiguous `out` (C++/CUDA)."""
     if _compiling():
         return _handle(a, b, out)
-    return _call(a, b, out)
+    if _transforms_active():
+        return _call(a, b, out)
+    # The op's Python ADInplaceOrView kernel only bumps the versions of what it writes: call
+    # the op below it and bump the versions here. The key is restored as it was.
+    _below_view = _excluded(_INPLACE_OR_VIEW)
+    _exclude(_INPLACE_OR_VIEW, True)
+    try:
+        _result = _call(a, b, out)
+    finally:
+        _exclude(_INPLACE_OR_VIEW, _below_view)
+    _bump_versions(out)
+    return _result

@@ -42,7 +42,8 @@ def _crop(pic, box):
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.crop.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -109,14 +110,14 @@ def _apply(pic, box):
     return _CropFunction.apply(pic, box)
 
 
-def _autograd(keyset, pic, box):
+def _autograd(_keyset, pic, box):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(pic) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(pic):
         _refuse_under_transforms("example_ops.crop")
         return _plain_apply(pic, box)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, pic, box)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, pic, box)
 
 
 _lib.impl("crop", _autograd, "AutogradCPU", with_keyset=True)

@@ -37,7 +37,8 @@ __all__ = ["gelu_backward"]
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.gelu_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -136,14 +137,14 @@ def _apply(grad_out, x):
     return _GeluBackwardFunction.apply(grad_out, x)
 
 
-def _autograd(keyset, grad_out, x):
+def _autograd(_keyset, grad_out, x):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(grad_out, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(grad_out, x):
         _refuse_under_transforms("example_ops.gelu_backward")
         return _plain_apply(grad_out, x)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, grad_out, x)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, grad_out, x)
 
 
 _lib.impl("gelu_backward", _autograd, "Autograd", with_keyset=True)

@@ -37,7 +37,8 @@ __all__ = ["layer_norm"]
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.layer_norm.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -134,14 +135,14 @@ def _apply(x, weight, bias, eps):
     return _LayerNormFunction.apply(x, weight, bias, eps)
 
 
-def _autograd(keyset, x, weight, bias, eps=1e-05):
+def _autograd(_keyset, x, weight, bias, eps=1e-05):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x, weight, bias) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x, weight, bias):
         _refuse_under_transforms("example_ops.layer_norm")
         return _plain_apply(x, weight, bias, eps)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, x, weight, bias, eps)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, x, weight, bias, eps)
 
 
 _lib.impl("layer_norm", _autograd, "Autograd", with_keyset=True)

@@ -22,6 +22,7 @@ from .._runtime import (
     direct_call as _direct_call,
     is_excluded as _excluded,
     needs_autograd as _needs_autograd,
+    no_gradient as _no_gradient,
     op_instead_of_function as _op_instead,
     plain_apply as _plain_apply_of,
     redispatch as _redispatch_of,
@@ -35,7 +36,8 @@ __all__ = ["layer_norm_backward"]
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.layer_norm_backward.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -72,11 +74,11 @@ class _LayerNormBackwardFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(_NO_GRAD)
+        _no_gradient(_NO_GRAD)
 
     @staticmethod
     def jvp(ctx, *tangents):
-        raise RuntimeError(_NO_JVP)
+        _no_gradient(_NO_JVP)
 
     @staticmethod
     def vmap(info, in_dims, grad_out, x, weight, eps):
@@ -93,7 +95,7 @@ def _apply(grad_out, x, weight, eps):
     return _LayerNormBackwardFunction.apply(grad_out, x, weight, eps)
 
 
-def _autograd(keyset, grad_out, x, weight, eps):
+def _autograd(_keyset, grad_out, x, weight, eps):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(grad_out, x, weight) and _grad_enabled())
@@ -101,7 +103,7 @@ def _autograd(keyset, grad_out, x, weight, eps):
     ) and _needs_autograd(grad_out, x, weight):
         _refuse_under_transforms("example_ops.layer_norm_backward")
         return _plain_apply(grad_out, x, weight, eps)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, grad_out, x, weight, eps)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, grad_out, x, weight, eps)
 
 
 _lib.impl("layer_norm_backward", _autograd, "Autograd", with_keyset=True)

@@ -38,7 +38,8 @@ def _mul(w, x):
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.mul.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -103,14 +104,14 @@ def _apply(w, x):
     return _MulFunction.apply(w, x)
 
 
-def _autograd(keyset, w, x):
+def _autograd(_keyset, w, x):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(w, x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(w, x):
         _refuse_under_transforms("example_ops.mul")
         return _plain_apply(w, x)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, w, x)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, w, x)
 
 
 _lib.impl("mul", _autograd, "AutogradCPU", with_keyset=True)

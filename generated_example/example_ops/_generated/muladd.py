@@ -35,7 +35,8 @@ __all__ = ["muladd"]
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.muladd.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -102,14 +103,14 @@ def _apply(a, b, c):
     return _MuladdFunction.apply(a, b, c)
 
 
-def _autograd(keyset, a, b, c):
+def _autograd(_keyset, a, b, c):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(a, b) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(a, b):
         _refuse_under_transforms("example_ops.muladd")
         return _plain_apply(a, b, c)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, a, b, c)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, a, b, c)
 
 
 _lib.impl("muladd", _autograd, "Autograd", with_keyset=True)

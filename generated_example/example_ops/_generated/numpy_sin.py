@@ -43,7 +43,8 @@ def _numpy_sin_cuda(x):
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.numpy_sin.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -103,14 +104,14 @@ def _apply(x):
     return _NumpySinFunction.apply(x)
 
 
-def _autograd(keyset, x):
+def _autograd(_keyset, x):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(x) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(x):
         _refuse_under_transforms("example_ops.numpy_sin")
         return _plain_apply(x)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, x)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, x)
 
 
 _lib.impl("numpy_sin", _autograd, "AutogradCPU", with_keyset=True)

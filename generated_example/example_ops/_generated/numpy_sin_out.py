@@ -21,7 +21,8 @@ def _numpy_sin_out(input, output):
 
 
 _handle = torch.ops.example.numpy_sin_out.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _compiling = torch.compiler.is_compiling
 
 

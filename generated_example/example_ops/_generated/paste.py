@@ -41,7 +41,8 @@ def _paste(im1, im2, coord):
 
 _lib = torch.library.Library("example", "FRAGMENT")
 _handle = torch.ops.example.paste.default
-_call = _direct_call(_handle)  # the overload's C++ callable: no Python frame of OpOverload.__call__
+# the overload's C++ callable: no Python frame of OpOverload.__call__
+_call = _direct_call(_handle)
 _redispatch = _redispatch_of(_handle)
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -120,14 +121,14 @@ def _apply(im1, im2, coord):
     return _PasteFunction.apply(im1, im2, coord)
 
 
-def _autograd(keyset, im1, im2, coord):
+def _autograd(_keyset, im1, im2, coord):
     """The Autograd kernel: the Function for a gradient or a tangent, else below autograd."""
     if (
         (_any_requires_grad(im1, im2) and _grad_enabled()) or _FORWARD_AD._current_level >= 0
     ) and _needs_autograd(im1, im2):
         _refuse_under_transforms("example_ops.paste")
         return _plain_apply(im1, im2, coord)
-    return _redispatch(keyset & _AFTER_AUTOGRAD, im1, im2, coord)
+    return _redispatch(_keyset & _AFTER_AUTOGRAD, im1, im2, coord)
 
 
 _lib.impl("paste", _autograd, "AutogradCPU", with_keyset=True)

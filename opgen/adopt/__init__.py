@@ -1,0 +1,4 @@
+"""What `opgen import` is made of: the C++ and Python readers, and how kernels are kept.
+
+The library call is `opgen.importer.import_extension`.
+"""

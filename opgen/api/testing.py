@@ -1,0 +1,180 @@
+"""What the generated tests of an op check, and what torch is documented to do where it cannot.
+
+Note [What the generated tests expect]
+torch 2.13 cannot compile or fully check some schemas; the generated tests
+assert its documented behaviour for them instead of skipping:
+- an op whose return aliases an argument and that earns no tag (a view
+  `-> Tensor(a)`, mixed returns `-> (Tensor(a!), Tensor)`): opcheck's
+  test_aot_dispatch_dynamic and torch.compile raise "Found a custom (non-ATen)
+  operator whose output has alias annotations" (Note [Tags of aliasing ops]);
+- one non-tensor return (`-> int`, `-> bool`, `-> str`, `-> str[]`,
+  `-> ScalarType`, and `-> SymInt` unless the fake makes a data-dependent size
+  with `torch.library.get_ctx().new_dynamic_size()`): torch.compile(fullgraph=True)
+  raises `torch._dynamo.exc.Unsupported` ("torch.* op returned non-Tensor");
+- `-> str` and `-> str[]`: opcheck's aot test cannot compare strings and fails.
+A lone `-> float` compiles but bakes the fake's value into the graph: its
+compile test compares with eager, so a fake that returns a placeholder fails
+there (and in opcheck's aot test) with a message saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec.model import OpSpec
+from . import python as py
+from .literals import literal
+from .pyexpr import expression
+
+__all__ = ["test_context", "compile_expectation", "ALIAS_ERROR"]
+
+ALIAS_ERROR = "Found a custom \\(non-ATen\\) operator whose output has alias annotations"
+_UNSUPPORTED_ALONE = ("int", "bool", "str", "str[]", "ScalarType")
+_AOT_ERRORS = {
+    "str": "No comparison pair was able to handle inputs of type <class 'str'>",
+    "str[]": "Expected code to be unreachable",
+}
+
+
+def _aliasing_tag(op: OpSpec) -> bool:
+    """Whether the op carries the tag its aliasing returns earn (Note [Tags of aliasing ops])."""
+    return "inplace" in op.tags or "out" in op.tags
+
+
+def compile_expectation(op: OpSpec) -> str:
+    """`alias_error`, `unsupported` or `run` (Note [What the generated tests expect])."""
+    if op.aliased_returns and not _aliasing_tag(op):
+        return "alias_error"
+    if len(op.returns) == 1:
+        family = op.returns[0].family
+        dynamic = any("new_dynamic_size" in e for e in op.fake.expr)
+        if family in _UNSUPPORTED_ALONE or (family == "SymInt" and not dynamic):
+            return "unsupported"
+    return "run"
+
+
+def _aot_error(op: OpSpec) -> str | None:
+    if op.aliased_returns and not _aliasing_tag(op):
+        return ALIAS_ERROR
+    if len(op.returns) == 1:
+        return _AOT_ERRORS.get(op.returns[0].family)
+    return None
+
+
+def _aliases(op: OpSpec) -> list[tuple[int, str, bool]]:
+    """(return index, argument, written) for each return annotated with an argument's set."""
+    out = []
+    for index, ret in enumerate(op.returns):
+        alias = ret.type.annotation
+        if alias is None:
+            continue
+        for arg in op.args:
+            own = arg.type.annotation
+            if own is not None and set(own.before) & set(alias.before):
+                out.append((index, arg.name, alias.is_write))
+                break
+    return out
+
+
+def _grad_inputs(op: OpSpec, differentiable: tuple[str, ...]) -> tuple[str, ...]:
+    """Inputs opcheck also runs with requires_grad: the differentiable ones, or for an op that
+    runs below autograd every tensor it does not write (its outputs must not require grad)."""
+    if differentiable:
+        return differentiable
+    if not op.functional and op.returns:
+        return tuple(
+            a.name for a in op.args if a.differentiable and not a.mutated and not a.kwarg_only
+        )
+    return ()
+
+
+_EXAMPLE_VALUES = {
+    "Tensor": "{shape = [3, 4]}",
+    "Tensor[]": "[{shape = [3, 4]}, {shape = [3, 4]}]",
+    "Tensor?[]": "[{shape = [3, 4]}]",
+    "int": "1",
+    "SymInt": "1",
+    "float": "0.5",
+    "bool": "true",
+    "str": '"a"',
+    "Scalar": "1.0",
+    "ScalarType": '"float32"',
+    "Device": '"cpu"',
+}
+
+
+def _no_samples(op: OpSpec, path: str) -> str:
+    lines = [
+        f"{a.name} = {_EXAMPLE_VALUES.get(a.family, '[1, 2]' if '[]' in a.family else '...')}"
+        for a in op.args
+        if a.default is None and not a.is_optional
+    ]
+    example = "\n".join(lines) or "# one value per argument (all have defaults)"
+    return f"{path} has no [[test.samples]]: add one, e.g.\n[[test.samples]]\n{example}"
+
+
+def _sample(op: OpSpec, values: dict[str, Any]) -> list[tuple[str, str]]:
+    """A sample's `(name, Python literal)` pairs in schema order. An optional argument without a
+    default that the sample leaves out is passed as None: torch requires a value for it."""
+    return [
+        (a.name, py.sample_literal(values[a.name], a.type) if a.name in values else "None")
+        for a in op.args
+        if a.name in values or (a.is_optional and a.default is None)
+    ]
+
+
+def _optional_names(op: OpSpec) -> tuple[str, ...]:
+    """Arguments of a `?` type: each sample either gives them or passes None (left out is None)."""
+    return tuple(a.name for a in op.args if a.is_optional)
+
+
+def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
+    """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
+    names = {"check_private_bindings", "device_params"}
+    if op.test.has_samples:
+        names |= {"check_compile", "check_opcheck"}
+        if any(
+            hasattr(value, "shape")
+            or (isinstance(value, tuple) and any(hasattr(v, "shape") for v in value))
+            for s in op.test.samples
+            for _, value in s.values
+        ):
+            names.add("TensorSpec")
+        if op.test.has_reference:
+            names.add("check_reference")
+        if differentiable:
+            names.add("check_gradients")
+            if not op.double_backward:
+                names.add("check_double_backward_refused")
+        if _aliases(op):
+            names.add("check_aliases")
+        if op.mutated:
+            names.add("check_versions")
+        if _optional_names(op):
+            names.add("check_optional_coverage")
+    return sorted(names, key=lambda n: (n != "TensorSpec", n))
+
+
+def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict[str, Any]:
+    """The test variables of `op_context` (docs/templates.md)."""
+    samples = [_sample(op, dict(sample.values)) for sample in op.test.samples]
+    return {
+        "testing_names": testing_names(op, differentiable),
+        "uses_wrapper": op.test.has_samples and (op.test.has_reference or bool(differentiable)),
+        "has_samples": op.test.has_samples,
+        "samples": samples,
+        "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
+        "samples_from": op.test.samples_from,
+        "reference_from": op.test.reference_from,
+        "has_reference": op.test.has_reference,
+        "no_samples": literal(_no_samples(op, path)),
+        "reference": expression(op.test.reference) if op.test.reference else None,
+        "test_dtypes": list(op.test.dtypes),
+        "atol": literal(op.test.atol),
+        "rtol": literal(op.test.rtol),
+        "compile_expectation": compile_expectation(op),
+        "aot_error": literal(_aot_error(op)),
+        "aliases": literal(tuple(_aliases(op))),
+        "grad_inputs": literal(_grad_inputs(op, differentiable)),
+        "optional_names": literal(_optional_names(op)),
+    }
