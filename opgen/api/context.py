@@ -97,6 +97,9 @@ def _internal_names(op: OpSpec) -> dict[str, str]:
     namer = Namer(arguments | {op.name, op.module})
     names = {role: namer(f"_{role}") for role in _INTERNAL}
     names["bridge"] = namer(f"_{op.module}")
+    # the parameters torch's vmap passes the registered batching rule first
+    names["info"] = namer("info")
+    names["in_dims"] = namer("in_dims")
     names["Function"] = namer(class_name(op))
     # the fake calls torch._check: through an alias when an argument is called torch
     names["torch"] = namer("_torch") if "torch" in arguments else "torch"

@@ -58,7 +58,9 @@ def _message(text: str | None) -> str | None:
     return literal(text) if text else None
 
 
-def _rule_call(op: OpSpec, n: Mapping[str, str], fn: str, arguments: str) -> str:
+def _rule_call(
+    op: OpSpec, n: Mapping[str, str], fn: str, arguments: str, params: str = "info, in_dims"
+) -> str:
     if op.vmap == "custom":
         head = f"{n['rule']}.{op.module}_vmap({fn}, "
     elif op.vmap == "leading":
@@ -66,7 +68,7 @@ def _rule_call(op: OpSpec, n: Mapping[str, str], fn: str, arguments: str) -> str
         head = f"{n['batching']}.leading({fn}, {literal(positions)}, "
     else:
         head = f"{n['batching']}.{op.vmap}({fn}, "
-    return f"{head}info, in_dims, {arguments})"
+    return f"{head}{params}, {arguments})"
 
 
 def _call_arguments(op: OpSpec, local: Mapping[str, str]) -> str:
@@ -85,7 +87,10 @@ def vmap_context(
     local = local if local is not None else {a.name: a.name for a in op.args}
     return {
         "rule": op.vmap,
-        "handle_call": _rule_call(op, n, n["handle"], py.call_arguments(op)),
+        "params": f"{n['info']}, {n['in_dims']}",
+        "handle_call": _rule_call(
+            op, n, n["handle"], py.call_arguments(op), f"{n['info']}, {n['in_dims']}"
+        ),
         "function_call": _rule_call(op, n, n["apply"], _call_arguments(op, local)),
         "custom_module": f"{op.module}_vmap" if op.vmap == "custom" else None,
     }
