@@ -58,20 +58,45 @@ def _first_sample(samples, spec: str, what: str) -> dict[str, Any]:
     return sample
 
 
-def _make(value: Any, device: str, dtype: torch.dtype, step: int, sizes: bool = False) -> Any:
-    """A sample value with every size grown by `step`: tensors' dims, and the op's size ints."""
+def _make(
+    value: Any,
+    device: str,
+    dtype: torch.dtype,
+    step: int,
+    sizes: bool = False,
+    rows: int | None = None,
+) -> Any:
+    """A sample value with every size grown by `step`: tensors' dims, and the op's size ints.
+
+    With `rows`, only dim 0 of the tensors whose dim 0 is `rows` grows (and no int): for ops
+    whose inputs tie their other dims together (`out` [n, d] beside `input` [n, 2 d]).
+    """
     if isinstance(value, TensorSpec):
-        shape = tuple(_grow(d, step) for d in value.shape) if _growable(value) else value.shape
+        shape = value.shape
+        if _growable(value) and rows is None:
+            shape = tuple(_grow(d, step) for d in value.shape)
+        elif _growable(value) and shape and shape[0] == rows:
+            shape = (_grow(shape[0], step), *shape[1:])
         return _tensor(
             dataclasses.replace(value, shape=shape, noncontiguous=False), device, dtype, False
         )
     if isinstance(value, list) and value and isinstance(value[0], TensorSpec):
-        return [_make(v, device, dtype, step) for v in value]
-    if sizes and isinstance(value, int) and not isinstance(value, bool):
+        return [_make(v, device, dtype, step, rows=rows) for v in value]
+    if rows is None and sizes and isinstance(value, int) and not isinstance(value, bool):
         return _grow(value, step)
-    if sizes and isinstance(value, list):
+    if rows is None and sizes and isinstance(value, list):
         return [_grow(v, step) for v in value]
     return value
+
+
+def _rows(sample: dict[str, Any]) -> int | None:
+    """Dim 0 of the sample's first random tensor: the rows that grow when nothing else can."""
+    for value in sample.values():
+        specs = value if isinstance(value, list) else [value]
+        for spec in specs:
+            if isinstance(spec, TensorSpec) and _growable(spec) and spec.shape:
+                return spec.shape[0]
+    return None
 
 
 def _carried(value: Any, device: str) -> Any:
@@ -108,11 +133,21 @@ def check_dynamic_shapes(
         kwargs = {name: _read(value) if name in sizes else value for name, value in inputs.items()}
         return _outputs(op(**kwargs), kwargs, mutated)
 
+    def grown(step: int, rows: int | None) -> dict[str, Any]:
+        return {
+            name: _make(value, device, dtype, step, name in sizes, rows)
+            for name, value in sample.items()
+        }
+
+    # Every size grows where the op accepts that; where its inputs tie dims together, the rows.
+    rows = None
+    try:
+        call(grown(_GROWTH[-1], None))
+    except Exception:
+        rows = _rows(sample)
     compiled = torch.compile(call, backend=counter, dynamic=True, fullgraph=True)
     for step in _GROWTH:
-        kwargs = {
-            name: _make(value, device, dtype, step, name in sizes) for name, value in sample.items()
-        }
+        kwargs = grown(step, rows)
         expected = call(_clone(kwargs))
         got = compiled(
             {
