@@ -11,7 +11,14 @@ import pytest
 import torch
 
 from ._runtime import MISSING
-from ._testing_samples import TensorSpec, clone, materialize, optional_coverage, tensors_of
+from ._testing_samples import (
+    TensorSpec,
+    clone,
+    dtype_coverage,
+    materialize,
+    optional_coverage,
+    tensors_of,
+)
 
 __all__ = [
     "TensorSpec",
@@ -27,7 +34,10 @@ __all__ = [
     "check_double_backward_refused",
     "check_compile",
     "check_optional_coverage",
+    "check_dtype_coverage",
+    "CoverageWarning",
     "OptionalPathWarning",
+    "DtypeCoverageWarning",
 ]
 
 
@@ -386,8 +396,16 @@ def check_compile(
         )
 
 
-class OptionalPathWarning(UserWarning):
+class CoverageWarning(UserWarning):
+    """The samples leave part of what the spec declares under no check."""
+
+
+class OptionalPathWarning(CoverageWarning):
     """No sample runs one of the paths (given, None) of an optional argument."""
+
+
+class DtypeCoverageWarning(CoverageWarning):
+    """No sample holds a tensor of one of the test's dtypes."""
 
 
 def check_optional_coverage(samples, optional, spec="the spec") -> None:
@@ -403,6 +421,25 @@ def check_optional_coverage(samples, optional, spec="the spec") -> None:
                 f"the samples of {spec} run only one path of an optional argument:\n  "
                 + "\n  ".join(missing)
                 + "\nadd a [[test.samples]] entry that gives it, or one with name = {none = true}"
+            ),
+            stacklevel=2,
+        )
+
+
+def check_dtype_coverage(samples, dtypes, spec="the spec") -> None:
+    """Warn when a dtype of `[test] dtypes` reaches no tensor of any sample: the reference check
+    parametrized by that dtype then
+    checks another one. A warning for the reason `check_optional_coverage` gives;
+    `-W error::example_ops._testing.CoverageWarning` makes both failures."""
+    lines = dtype_coverage(samples, dtypes)
+    missing = [line for line in lines.values() if "samples none" in line]
+    if missing:
+        warnings.warn(
+            DtypeCoverageWarning(
+                f"the samples of {spec} never hold a tensor of a test dtype:\n  "
+                + "\n  ".join(missing)
+                + "\nleave `dtype` out of a sample's tensors (they then take the test's dtype), "
+                "or build them with the `dtype` a samples_from generator is given"
             ),
             stacklevel=2,
         )

@@ -123,6 +123,11 @@ def _optional_names(op: OpSpec) -> tuple[str, ...]:
     return tuple(a.name for a in op.args if a.is_optional)
 
 
+def _takes_tensors(op: OpSpec) -> bool:
+    """Whether samples can hold tensors of the test's dtype (the dtype coverage check)."""
+    return any(a.is_tensor or a.is_tensor_list for a in op.args)
+
+
 def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
     """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
     names = {"check_private_bindings", "device_params"}
@@ -147,6 +152,8 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
             names.add("check_versions")
         if _optional_names(op):
             names.add("check_optional_coverage")
+        if _takes_tensors(op):
+            names.add("check_dtype_coverage")
     return sorted(names, key=lambda n: (n != "TensorSpec", n))
 
 
@@ -172,4 +179,5 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "aliases": literal(tuple(_aliases(op))),
         "grad_inputs": literal(_grad_inputs(op, differentiable)),
         "optional_names": literal(_optional_names(op)),
+        "takes_tensors": _takes_tensors(op),
     }
