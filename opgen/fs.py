@@ -78,8 +78,19 @@ def atomic_write(path: Path, text: str) -> None:
     Confined(path.parent).write(path.name, text.encode("utf-8"))
 
 
-def _temporary_of(name: str) -> re.Pattern[str]:
-    return re.compile(rf"\.{re.escape(name)}\.[A-Za-z0-9_]{{6,16}}\.tmp\Z")
+_TOKEN = re.compile(r"[A-Za-z0-9_]{6,16}")
+
+
+def _temporary_target(entry: str) -> str | None:
+    """The name of the file a temporary `.NAME.TOKEN.tmp` was staged for; None for any other name.
+
+    Parsed, not matched against a pattern per file: a run that writes one file
+    sweeps the folders of all it manages, and compiling a pattern for each of
+    hundreds of names cost more than the writes."""
+    if not (entry.startswith(".") and entry.endswith(".tmp")):
+        return None
+    name, dot, token = entry[1:-4].rpartition(".")
+    return name if dot and name and _TOKEN.fullmatch(token) else None
 
 
 class ProjectFiles:
@@ -174,9 +185,8 @@ class ProjectFiles:
             folder, _, name = rel.rpartition("/")
             by_folder.setdefault(folder, set()).add(name)
         for folder, names in sorted(by_folder.items()):
-            patterns = [_temporary_of(name) for name in names]
             for entry in self.confined.listdir(folder or ".") or []:
-                if entry.endswith(".tmp") and any(p.match(entry) for p in patterns):
+                if _temporary_target(entry) in names:
                     with contextlib.suppress(OpgenError):  # not a regular file: not ours
                         self.confined.unlink(f"{folder}/{entry}" if folder else entry)
 
