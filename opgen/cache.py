@@ -33,6 +33,7 @@ class GenerateCache:
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)  # output -> key, sha, render
     files: dict[str, list[Any]] = field(default_factory=dict)  # path -> size, mtime, inode, sha
     settled: dict[str, Any] | None = None  # the last plan with nothing to write, and its inputs
+    templates: list[Any] | None = None  # templates.bin as written: Note [Compiled templates]
     stamp_ns: int = 0  # mtime of the cache file when loaded: records as new are not trusted
     dirty: bool = False
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
@@ -69,6 +70,7 @@ class GenerateCache:
                 outputs=dict(data.get("outputs", {})),
                 files=records,
                 settled=data.get("settled"),
+                templates=_record(data.get("templates")),
                 stamp_ns=stamp,
             )
         except (TypeError, ValueError, AttributeError):
@@ -83,6 +85,7 @@ class GenerateCache:
             "outputs": self.outputs,
             "files": self.files,
             "settled": self.settled,
+            "templates": self.templates,
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
@@ -175,3 +178,11 @@ class CachedDisk:
         """The digest of the file's text; None when it is not there."""
         sha = self.cache.digest(self.files, rel)
         return None if sha == ABSENT else sha
+
+
+def _record(value: Any) -> list[Any] | None:
+    """A file record as saved (size, mtime, inode, digest); None for anything else."""
+    if isinstance(value, list) and len(value) == 4:
+        if all(isinstance(v, int) for v in value[:3]) and isinstance(value[3], str):
+            return value
+    return None
