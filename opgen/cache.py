@@ -92,7 +92,7 @@ class GenerateCache:
     def save(self, files: ProjectFiles) -> str | None:
         """Write the cache (call under the project lock); a warning when it cannot be written."""
         try:
-            files.write_text(CACHE_FILE, self.dumps())
+            files.write_text(CACHE_FILE, self.dumps(), durable=False)  # damaged: read as empty
         except (OSError, OpgenError) as exc:
             reason = exc.diagnostics[0].message if isinstance(exc, OpgenError) else str(exc)
             return f"the cache {CACHE_FILE} was not written ({reason}); the next run does all the work again"

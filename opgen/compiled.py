@@ -74,7 +74,7 @@ class CompiledTemplates:
         self.cache.templates = None  # until the new file is written: never another file's record
         self.cache.dirty = True
         try:
-            info = self.files.confined.write(TEMPLATES_FILE, data)
+            info = self.files.confined.write(TEMPLATES_FILE, data, durable=False)  # see _read
         except (OSError, OpgenError) as exc:
             reason = exc.diagnostics[0].message if isinstance(exc, OpgenError) else str(exc)
             return (

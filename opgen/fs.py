@@ -195,9 +195,11 @@ class ProjectFiles:
         """Whether a regular file is at `rel` (a symlink or a folder there is refused)."""
         return self.confined.status(rel) is not None
 
-    def write_text(self, rel: str | Path, text: str) -> os.stat_result:
-        """Write atomically, creating the folders on the way; the status of the file written."""
-        return self.confined.write(rel, text.encode("utf-8"))
+    def write_text(self, rel: str | Path, text: str, durable: bool = True) -> os.stat_result:
+        """Write atomically, creating the folders on the way; the status of the file written.
+
+        `durable=False` for caches only (`Confined.stage`)."""
+        return self.confined.write(rel, text.encode("utf-8"), durable)
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
         """Rename `src` to `dst`, replacing it; both inside the project."""

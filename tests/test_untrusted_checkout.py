@@ -311,12 +311,12 @@ def _fail_staging_under(monkeypatch: pytest.MonkeyPatch, folder: str, error: int
 
     real = Confined.stage
 
-    def stage(self, rel, data: bytes):
+    def stage(self, rel, data: bytes, *args, **kwargs):
         if str(rel).startswith(folder + "/"):
             raise_in = self.parts(rel)
             with self._io("write", raise_in):
                 raise OSError(error, os.strerror(error))
-        return real(self, rel, data)
+        return real(self, rel, data, *args, **kwargs)
 
     monkeypatch.setattr(Confined, stage.__name__, stage)
 
