@@ -20,7 +20,7 @@ __all__ = ["GenerateCache", "CachedDisk", "CACHE_FILE", "ABSENT"]
 
 CACHE_FILE = f"{STATE_DIR}/cache/generate.json"
 ABSENT = "absent"  # the digest of a file that is not there
-_VERSION = 1
+_VERSION = 2  # 2: each spec's model is a JSON text
 
 
 @dataclass
@@ -29,7 +29,9 @@ class GenerateCache:
 
     folder: str
     env: str
-    specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> key, name, model
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # spec -> key, name, model (JSON)
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)  # output -> key, sha, render
     files: dict[str, list[Any]] = field(default_factory=dict)  # path -> size, mtime, inode, sha
     settled: dict[str, Any] | None = None  # the last plan with nothing to write, and its inputs

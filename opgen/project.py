@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -229,7 +230,7 @@ class _Spec:
         if self.record is None or not key or self.record.get("key") != key:
             return None
         try:
-            return op_from_json(self.record["op"], root)
+            return op_from_json(json.loads(self.record["op"]), root)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -245,7 +246,9 @@ def _remember_specs(cache: GenerateCache, specs: list[_Spec], root: Path) -> Non
             records[spec.rel] = old
         else:
             try:
-                model = op_to_json(spec.op, root)
+                # as a JSON text inside the cache: stored and loaded again whole, and decoded
+                # only when restored (the models are most of the cache)
+                model = json.dumps(op_to_json(spec.op, root), separators=(",", ":"))
             except TypeError:  # a part of the model the cache cannot store: validate it each run
                 continue
             records[spec.rel] = {"sha": spec.sha, "key": spec.key, "name": spec.name, "op": model}
