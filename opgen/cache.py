@@ -183,8 +183,8 @@ class CachedDisk:
 
 
 def _record(value: Any) -> list[Any] | None:
-    """A file record as saved (size, mtime, inode, digest); None for anything else."""
-    if isinstance(value, list) and len(value) == 4:
-        if all(isinstance(v, int) for v in value[:3]) and isinstance(value[3], str):
+    """The templates.bin record as saved (four numbers, then a digest); None for anything else."""
+    if isinstance(value, list) and len(value) == 5:
+        if all(type(v) is int for v in value[:4]) and isinstance(value[4], str):
             return value
     return None

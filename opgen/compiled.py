@@ -14,10 +14,12 @@ the next run that renders.
   its record of this file (`GenerateCache.load`) and compiling starts afresh.
 - Trust: the file holds code that runs, so it is read only as this opgen
   wrote it. `generate.json` (bound to the project folder: Note [Generate
-  cache] in inputs.py) records its size, mtime (in ns), inode and digest when
-  written; a file that came with a checkout, or was replaced since, has
-  another inode and mtime and is never unmarshalled. A damaged or foreign
-  file costs a recompile, never a wrong render.
+  cache] in inputs.py) records its size, mtime and ctime (in ns), inode and
+  digest once written. A file that came with a checkout, or was replaced
+  since, has another inode and ctime (which no one can set: an archive can
+  carry an mtime, and a fresh machine may hand out the same inodes again) and
+  is never unmarshalled. A damaged or foreign file costs a recompile, never a
+  wrong render.
 - Writes: only by a run that writes files (never `--check` or `--dry-run`),
   under the project lock, through the confined path (Note [Confined
   writes] in confined.py), and only when something was compiled. A symlink at
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import os
 from typing import Any
 
 from .cache import GenerateCache
@@ -74,17 +77,24 @@ class CompiledTemplates:
         self.cache.templates = None  # until the new file is written: never another file's record
         self.cache.dirty = True
         try:
-            info = self.files.confined.write(TEMPLATES_FILE, data, durable=False)  # see _read
+            self.files.confined.write(TEMPLATES_FILE, data, durable=False)  # see _read
+            info = self.files.stat(TEMPLATES_FILE)  # after the rename, which sets the ctime
         except (OSError, OpgenError) as exc:
             reason = exc.diagnostics[0].message if isinstance(exc, OpgenError) else str(exc)
             return (
                 f"the template cache {TEMPLATES_FILE} was not written ({reason}); "
                 "the next run compiles the templates again"
             )
-        digest = hashlib.sha256(data).hexdigest()
-        self.cache.templates = [info.st_size, info.st_mtime_ns, info.st_ino, digest]
+        if info is None:
+            return None  # removed at once: the next run compiles again
+        self.cache.templates = [*_stamp(info), hashlib.sha256(data).hexdigest()]
         self.changed = False
         return None
+
+
+def _stamp(info: os.stat_result) -> list[int]:
+    """What the cache records of the file besides its digest (see the Note for why each)."""
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
 
 
 def _read(files: ProjectFiles, record: list[Any] | None) -> dict[str, bytes]:
@@ -93,12 +103,12 @@ def _read(files: ProjectFiles, record: list[Any] | None) -> dict[str, bytes]:
         return {}
     try:
         info = files.stat(TEMPLATES_FILE)  # a symlink or anything but a regular file is refused
-        if info is None or [info.st_size, info.st_mtime_ns, info.st_ino] != record[:3]:
+        if info is None or _stamp(info) != record[:-1]:
             return {}
         data = files.confined.read_bytes(TEMPLATES_FILE)
     except (OSError, OpgenError):
         return {}
-    if data is None or hashlib.sha256(data).hexdigest() != record[3]:
+    if data is None or hashlib.sha256(data).hexdigest() != record[-1]:
         return {}
     if not data.startswith(_HEADER):
         return {}

@@ -12,9 +12,9 @@ import hashlib
 import io
 import json
 import marshal
-import os
 import pickle
 import shutil
+import time
 from pathlib import Path
 
 import jinja2
@@ -137,6 +137,17 @@ def _planted(root: Path, marker: Path) -> bytes:
     return b"opgen compiled templates 1\n" + marshal.dumps(forged)
 
 
+def _write_in_place(path: Path, data: bytes, not_ctime: int) -> None:
+    """Overwrite `path` (same inode), at a ctime other than `not_ctime`: the clock behind
+    ctime ticks in milliseconds, so a write right after opgen's may share its ctime."""
+    for _ in range(200):
+        path.write_bytes(data)
+        if path.stat().st_ctime_ns != not_ctime:
+            return
+        time.sleep(0.005)
+    raise AssertionError("the ctime did not move")
+
+
 def test_a_compiled_templates_file_that_came_with_the_checkout_never_runs(
     tmp_path: Path, compiles: list[str]
 ) -> None:
@@ -144,14 +155,16 @@ def test_a_compiled_templates_file_that_came_with_the_checkout_never_runs(
     generate(root)
     marker = tmp_path / "ran"
     planted = _planted(root, marker)
-    (root / TEMPLATES_FILE).write_bytes(planted)
-    # the cache records the planted file's size and digest: only its mtime and inode differ from
-    # the file opgen wrote (a checkout cannot choose those)
+    recorded = json.loads((root / CACHE_FILE).read_text())["templates"]
+    _write_in_place(root / TEMPLATES_FILE, planted, recorded[2])
+    # the cache records the planted file's size, mtime, inode and digest: only its ctime differs
+    # from the file opgen wrote (no checkout, archive or user can choose it)
     info = (root / TEMPLATES_FILE).stat()
     cache = json.loads((root / CACHE_FILE).read_text())
     assert cache["folder"] == folder_identity(root)
-    record = cache["templates"]
-    cache["templates"] = [info.st_size, record[1], record[2], hashlib.sha256(planted).hexdigest()]
+    ctime = cache["templates"][2]
+    stamp = [info.st_size, info.st_mtime_ns, ctime, info.st_ino]
+    cache["templates"] = [*stamp, hashlib.sha256(planted).hexdigest()]
     (root / CACHE_FILE).write_text(json.dumps(cache))
     compiles.clear()
     _edit(root, 1)
@@ -163,7 +176,8 @@ def test_a_compiled_templates_file_that_came_with_the_checkout_never_runs(
     (root / TEMPLATES_FILE).write_bytes(planted)
     info = (root / TEMPLATES_FILE).stat()
     cache = json.loads((root / CACHE_FILE).read_text())
-    cache["templates"] = [info.st_size, info.st_mtime_ns, info.st_ino, hashlib.sha256(planted).hexdigest()]
+    stamp = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+    cache["templates"] = [*stamp, hashlib.sha256(planted).hexdigest()]
     (root / CACHE_FILE).write_text(json.dumps(cache))
     _edit(root, 2)
     with pytest.raises(OpgenError):
@@ -183,14 +197,16 @@ def test_check_and_dry_run_write_no_compiled_templates(tmp_path: Path) -> None:
     assert (root / TEMPLATES_FILE).exists()
 
 
-def test_a_damaged_compiled_templates_file_is_compiled_again(tmp_path: Path, compiles: list[str]) -> None:
+def test_a_file_whose_digest_is_not_the_recorded_one_is_compiled_again(
+    tmp_path: Path, compiles: list[str]
+) -> None:
+    """The stat alone never vouches for the bytes: a file damaged in place (here, the record
+    altered instead, since no test can restore a ctime) is not loaded."""
     root = _project(tmp_path / "proj")
     generate(root)
-    data = bytearray((root / TEMPLATES_FILE).read_bytes())
-    data[len(data) // 2] ^= 0xFF  # same size; the mtime changes too, but the digest alone refuses it
-    info = (root / TEMPLATES_FILE).stat()
-    (root / TEMPLATES_FILE).write_bytes(bytes(data))
-    os.utime(root / TEMPLATES_FILE, ns=(info.st_atime_ns, info.st_mtime_ns))
+    cache = json.loads((root / CACHE_FILE).read_text())
+    cache["templates"][-1] = hashlib.sha256(b"other bytes").hexdigest()
+    (root / CACHE_FILE).write_text(json.dumps(cache))
     compiles.clear()
     _edit(root, 1)
     generate(root)
