@@ -215,7 +215,7 @@ class BenchSpec:
     bytes: str | None = None
     flops: str | None = None
     backward: bool = False
-    dtype: str = "float32"
+    dtypes: tuple[str, ...] = ("float32",)  # each size is timed in each
     inputs_from: str | None = None  # a sample generator in <package>/testing_helpers.py
 
 
