@@ -348,10 +348,10 @@ def roi_align_samples(
     device: str,
     dtype: torch.dtype,
     batch: int = 2,
-    channels: int = 3,
-    height: int = 12,
-    width: int = 10,
-    rois: int = 6,
+    channels: int = 2,
+    height: int = 8,
+    width: int = 7,
+    rois: int = 4,
 ) -> list[dict[str, Any]]:
     """Valid rois on a feature map of stride 8: sampling_ratio 2 with aligned boxes (the first:
     `opgen bench`, 7 x 7 bins at its size), adaptive sampling (0) unaligned, and 3 x 3 bins."""

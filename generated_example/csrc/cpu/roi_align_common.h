@@ -200,7 +200,10 @@ inline void next_chunk(const T* rois, int64_t k0, int64_t num_rois, T spatial_sc
   }
   chunk.k1 = k;
   chunk.taps.resize(static_cast<size_t>(total));
-  torch::stable::parallel_for(0, k - k0, 1, [&](int64_t i0, int64_t i1) {
+  // Below ~16K taps the work costs less than waking a second thread (which, on
+  // a busy machine, can wait milliseconds for a core): one task then.
+  const int64_t grain = total < (int64_t(1) << 14) ? std::max<int64_t>(k - k0, 1) : 1;
+  torch::stable::parallel_for(0, k - k0, grain, [&](int64_t i0, int64_t i1) {
     std::vector<Tap<T>> taps;
     for (int64_t i = i0; i < i1; ++i) {
       roi_taps(chunk.geometry[i], pooled_height, pooled_width, height, width, taps);
