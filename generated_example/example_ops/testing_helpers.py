@@ -155,9 +155,13 @@ def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     # row i suppresses the later boxes j > i that overlap it
     suppresses = (iou.double() > iou_threshold).triu_(1)
     keep = torch.ones(len(order), dtype=torch.bool, device=dets.device)
-    for i in range(len(order)):
-        if keep[i]:
-            keep &= ~suppresses[i]
+    i = 0
+    while i < len(order):  # one step per kept box, not per box
+        keep &= ~suppresses[i]
+        later = keep[i + 1 :].nonzero()
+        if later.numel() == 0:
+            break
+        i += 1 + int(later[0])
     return order[keep]
 
 
