@@ -15,7 +15,7 @@ sys.path.insert(0, str(_ROOT))
 # change they can serve code compiled for the old one. One cache per set of
 # schemas, inside the project, keeps runs fast and correct.
 os.environ.setdefault(
-    "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-ee1020d5cd80")
+    "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-62e8c6be5a7c")
 )
 
 # The processes of the distributed tests, started once per session (see dist_pool).

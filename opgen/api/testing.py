@@ -36,6 +36,12 @@ _AOT_ERRORS = {
 }
 
 
+def tolerance(value: float | tuple[tuple[str, float], ...] | None) -> Any:
+    """A spec's atol/rtol as the generated tests read it: a number, None, or a dict of
+    dtype name to bound (Note [Test tolerances] in _testing.py)."""
+    return dict(value) if isinstance(value, tuple) else value
+
+
 def _compile_expectation(op: OpSpec) -> str:
     """`alias_error`, `unsupported` or `run` (Note [What the generated tests expect])."""
     if op.aliased_returns and not op.tags:
@@ -172,8 +178,8 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "no_samples": literal(_no_samples(op, path)),
         "reference": expression(op.test.reference) if op.test.reference else None,
         "test_dtypes": list(op.test.dtypes),
-        "atol": literal(op.test.atol),
-        "rtol": literal(op.test.rtol),
+        "atol": literal(tolerance(op.test.atol)),
+        "rtol": literal(tolerance(op.test.rtol)),
         "compile_expectation": _compile_expectation(op),
         "aot_error": literal(_aot_error(op)),
         "aliases": literal(tuple(_aliases(op))),
