@@ -9,9 +9,11 @@ changed, each time differently, so nothing is cached); and, on a copy of
 generated_example/, `opgen build` with nothing changed and, for reference,
 a cold build. The best of --repeat runs is reported with the seconds of each
 stage of that run (`opgen generate --timings`; "other" is the rest: the
-interpreter, imports and the command line), and the machine's load average
+interpreter, imports and the command line), the machine's load average
 before and after, since the machine is shared: compare figures only with
-their load.
+their load, and whether opgen's modules load from cached bytecode (with
+PYTHONDONTWRITEBYTECODE set and no __pycache__, every run compiles them
+from source, ~0.1 s of each row).
 
 The command run is the `opgen` script installed beside this interpreter (or
 `python -m opgen`); with PYTHONPATH set, it runs that checkout's opgen.
@@ -20,6 +22,7 @@ The command run is the `opgen` script installed beside this interpreter (or
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -111,6 +114,18 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _bytecode() -> str:
+    """Whether the runs load opgen's modules from cached bytecode or compile them from source
+    each time (PYTHONDONTWRITEBYTECODE with no __pycache__): ~0.1 s of every row here."""
+    spec = importlib.util.find_spec("opgen")
+    if spec is None or spec.origin is None:
+        return "opgen not found"
+    sources = sorted(Path(spec.origin).parent.rglob("*.py"))
+    cached = sum(Path(importlib.util.cache_from_source(str(p))).is_file() for p in sources)
+    writes = "not written (PYTHONDONTWRITEBYTECODE)" if sys.flags.dont_write_bytecode else "written"
+    return f"opgen bytecode cached for {cached} of {len(sources)} modules, {writes}"
+
+
 def _generate_rows(ops: int, repeat: int) -> tuple[dict[str, Run], int]:
     rows: dict[str, Run] = {}
     generate = ["generate", "--timings"]
@@ -159,14 +174,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-build", action="store_true", help="skip the `opgen build` rows")
     options = parser.parse_args()
-    before = _load()
+    before, bytecode = _load(), _bytecode()
     rows, files = _generate_rows(options.ops, options.repeat)
     if not options.no_build:
         rows.update(_build_rows(options.repeat))
     after = _load()
     print(
         f"opgen speed: {options.ops} ops ({files} files), best of {options.repeat}, "
-        f"{len(os.sched_getaffinity(0))} cores; load average {before} before, {after} after"
+        f"{len(os.sched_getaffinity(0))} cores; load average {before} before, {after} after; "
+        f"{bytecode}"
     )
     print()
     print("| command | time | target | " + " | ".join(STAGES) + " | other |")

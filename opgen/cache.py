@@ -20,7 +20,7 @@ __all__ = ["GenerateCache", "CachedDisk", "CACHE_FILE", "ABSENT"]
 
 CACHE_FILE = f"{STATE_DIR}/cache/generate.json"
 ABSENT = "absent"  # the digest of a file that is not there
-_VERSION = 1
+_VERSION = 2  # 2: each spec's model is a JSON text
 
 
 @dataclass
@@ -29,10 +29,13 @@ class GenerateCache:
 
     folder: str
     env: str
-    specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> key, name, model
+    specs: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # spec -> key, name, model (JSON)
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)  # output -> key, sha, render
     files: dict[str, list[Any]] = field(default_factory=dict)  # path -> size, mtime, inode, sha
     settled: dict[str, Any] | None = None  # the last plan with nothing to write, and its inputs
+    templates: list[Any] | None = None  # templates.bin as written: Note [Compiled templates]
     stamp_ns: int = 0  # mtime of the cache file when loaded: records as new are not trusted
     dirty: bool = False
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
@@ -69,6 +72,7 @@ class GenerateCache:
                 outputs=dict(data.get("outputs", {})),
                 files=records,
                 settled=data.get("settled"),
+                templates=_record(data.get("templates")),
                 stamp_ns=stamp,
             )
         except (TypeError, ValueError, AttributeError):
@@ -83,13 +87,14 @@ class GenerateCache:
             "outputs": self.outputs,
             "files": self.files,
             "settled": self.settled,
+            "templates": self.templates,
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     def save(self, files: ProjectFiles) -> str | None:
         """Write the cache (call under the project lock); a warning when it cannot be written."""
         try:
-            files.write_text(CACHE_FILE, self.dumps())
+            files.write_text(CACHE_FILE, self.dumps(), durable=False)  # damaged: read as empty
         except (OSError, OpgenError) as exc:
             reason = exc.diagnostics[0].message if isinstance(exc, OpgenError) else str(exc)
             return f"the cache {CACHE_FILE} was not written ({reason}); the next run does all the work again"
@@ -175,3 +180,11 @@ class CachedDisk:
         """The digest of the file's text; None when it is not there."""
         sha = self.cache.digest(self.files, rel)
         return None if sha == ABSENT else sha
+
+
+def _record(value: Any) -> list[Any] | None:
+    """The templates.bin record as saved (four numbers, then a digest); None for anything else."""
+    if isinstance(value, list) and len(value) == 5:
+        if all(type(v) is int for v in value[:4]) and isinstance(value[4], str):
+            return value
+    return None

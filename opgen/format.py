@@ -9,12 +9,10 @@ long lines) goes through black, many files at once in a process pool
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import unicodedata
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from .errors import Diagnostic, OpgenError
@@ -105,6 +103,10 @@ def format_many(jobs: Sequence[FormatJob], pool: bool | None = None) -> list[str
     if workers < 2 or not pool or sys.platform != "linux":
         results = [_format_job(job) for job in jobs]
     else:
+        # imported here: ~20 ms that a run with nothing to format (the usual one) never needs
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         import black  # noqa: F401  (imported once here, inherited by the forked workers)
 
         context = multiprocessing.get_context("fork")

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .confined import Confined, FileAccessError, Staged
+from .confined import MAX_MANAGED_BYTES, Confined, FileAccessError, Staged
 from .errors import Diagnostic, OpgenError
 
 __all__ = ["ProjectFiles", "Batch", "atomic_write", "STATE_DIR"]
@@ -53,6 +53,8 @@ _STATE_IGNORE = "lock\nbackup/\ncache/\n"
 # order between runs, stays as added (Note [Staged writes]).
 _WRITERS = 8
 T = TypeVar("T")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_WALK = object()  # `_read_in_real_folder` cannot answer: walk from the root
 
 
 def _each(apply: Callable[[T], None], items: Sequence[T]) -> None:
@@ -78,8 +80,19 @@ def atomic_write(path: Path, text: str) -> None:
     Confined(path.parent).write(path.name, text.encode("utf-8"))
 
 
-def _temporary_of(name: str) -> re.Pattern[str]:
-    return re.compile(rf"\.{re.escape(name)}\.[A-Za-z0-9_]{{6,16}}\.tmp\Z")
+_TOKEN = re.compile(r"[A-Za-z0-9_]{6,16}")
+
+
+def _temporary_target(entry: str) -> str | None:
+    """The name of the file a temporary `.NAME.TOKEN.tmp` was staged for; None for any other name.
+
+    Parsed, not matched against a pattern per file: a run that writes one file
+    sweeps the folders of all it manages, and compiling a pattern for each of
+    hundreds of names cost more than the writes."""
+    if not (entry.startswith(".") and entry.endswith(".tmp")):
+        return None
+    name, dot, token = entry[1:-4].rpartition(".")
+    return name if dot and name and _TOKEN.fullmatch(token) else None
 
 
 class ProjectFiles:
@@ -97,10 +110,18 @@ class ProjectFiles:
         return self.root.joinpath(*self.confined.parts(rel))
 
     def read_text(self, rel: str | Path) -> str | None:
-        """The file exactly as it is (no newline translation), or None when absent."""
-        data = self.confined.read_bytes(rel)
+        """The file exactly as it is (no newline translation), or None when absent.
+
+        In a folder that `stat` found real, a regular file is read with one
+        open (no symlink followed); anything else takes the walk from the root,
+        which refuses it with its diagnostic (the trade `stat` makes).
+        """
+        data = self._read_in_real_folder(rel)
+        if data is _WALK:
+            data = self.confined.read_bytes(rel)
         if data is None:
             return None
+        assert isinstance(data, bytes)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -146,13 +167,39 @@ class ProjectFiles:
                     self._real_folders[folder] = real
         return info
 
+    def _read_in_real_folder(self, rel: str | Path) -> bytes | object | None:
+        """The bytes of a regular file in a folder known real; `_WALK` when this cannot tell."""
+        folder, _, name = os.fspath(rel).rpartition("/")
+        real = self._real_folders.get(folder)
+        if real is None or name in ("", ".", "..") or not _NOFOLLOW:
+            return _WALK
+        flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(os.path.join(real, name), flags)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return _WALK  # a symlink (ELOOP), a permission problem: the walk says which
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANAGED_BYTES:
+                return _WALK
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def exists(self, rel: str | Path) -> bool:
         """Whether a regular file is at `rel` (a symlink or a folder there is refused)."""
         return self.confined.status(rel) is not None
 
-    def write_text(self, rel: str | Path, text: str) -> os.stat_result:
-        """Write atomically, creating the folders on the way; the status of the file written."""
-        return self.confined.write(rel, text.encode("utf-8"))
+    def write_text(self, rel: str | Path, text: str, durable: bool = True) -> os.stat_result:
+        """Write atomically, creating the folders on the way; the status of the file written.
+
+        `durable=False` for caches only (`Confined.stage`)."""
+        return self.confined.write(rel, text.encode("utf-8"), durable)
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
         """Rename `src` to `dst`, replacing it; both inside the project."""
@@ -174,9 +221,8 @@ class ProjectFiles:
             folder, _, name = rel.rpartition("/")
             by_folder.setdefault(folder, set()).add(name)
         for folder, names in sorted(by_folder.items()):
-            patterns = [_temporary_of(name) for name in names]
             for entry in self.confined.listdir(folder or ".") or []:
-                if entry.endswith(".tmp") and any(p.match(entry) for p in patterns):
+                if _temporary_target(entry) in names:
                     with contextlib.suppress(OpgenError):  # not a regular file: not ours
                         self.confined.unlink(f"{folder}/{entry}" if folder else entry)
 

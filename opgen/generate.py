@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from . import settled
 from .cache import GenerateCache
 from .changes import Action, Change, summarize
+from .compiled import CompiledTemplates
 from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .inputs import CONFIG_FILE, EJECTED_FILE, environment_digest, folder_identity, templates_digest
@@ -160,12 +161,15 @@ def generate(
     return GenerateResult(changes, written, warnings, stages.seconds, spec_warnings, files.root)
 
 
-def _save(files: ProjectFiles, cache: GenerateCache) -> list[str]:
-    """Save the cache if it learned something; a warning if it could not be saved."""
-    if not cache.dirty:
-        return []
-    problem = cache.save(files)
-    return [problem] if problem else []
+def _save(
+    files: ProjectFiles, cache: GenerateCache, compiled: CompiledTemplates | None = None
+) -> list[str]:
+    """Save the cache (and the templates compiled) if it learned something; a warning for what
+    could not be saved."""
+    problems = [compiled.save()] if compiled is not None else []
+    if cache.dirty:
+        problems.append(cache.save(files))
+    return [p for p in problems if p]
 
 
 @dataclass
@@ -182,6 +186,9 @@ class _Run:
     sources: dict[str, str]
     replace_sources: bool = False
     first: dict[str, Context] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.compiled = CompiledTemplates(self.files, self.cache)
 
     def regenerate(self, manifest: Manifest) -> GenerateResult:
         files, cache, stages = self.files, self.cache, self.stages
@@ -212,7 +219,14 @@ class _Run:
             artifacts = with_first(collect_artifacts(project, fresh), self.first)
             keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
         rendered = render_outputs(
-            artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
+            artifacts,
+            files,
+            manifest,
+            folder,
+            keys=keys,
+            cache=cache,
+            stages=stages,
+            compiled=self.compiled,
         )
         authority = Authority(
             functools.partial(removal_refused, project.config),
@@ -235,9 +249,9 @@ class _Run:
             )
             if not needs_writing(files, changes, manifest):
                 settle(changes, manifest)
-                if cache.dirty:
+                if cache.dirty or self.compiled.changed:
                     with files.lock():
-                        warnings += _save(files, cache)
+                        warnings += _save(files, cache, self.compiled)
                 return result(changes, True)
             with files.lock():
                 # Another run may have written since the plan above: plan again under the lock.
@@ -250,7 +264,7 @@ class _Run:
                 if not self.sources and not self.adopt:
                     # what the next run plans, unless something changes meanwhile
                     settle(plan(manifest), manifest)
-                warnings += _save(files, cache)
+                warnings += _save(files, cache, self.compiled)
         return result(changes, True)
 
     def _settle(

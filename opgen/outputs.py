@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .cache import GenerateCache
+from .compiled import CompiledTemplates
 from .format import FormatJob, format_many, is_black_stable
 from .fs import ProjectFiles
 from .manifest import Manifest, digest
@@ -39,18 +40,20 @@ class _Outputs:
         cache: GenerateCache | None,
         templates: Path | None,
         stages: Stages,
+        compiled: CompiledTemplates | None,
     ) -> None:
         self.files = files
         self.manifest = manifest
         self.cache = cache
         self.templates = templates
         self.stages = stages
+        self.compiled = compiled
         self._renderer: Renderer | None = None
 
     @property
     def renderer(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = Renderer(self.templates)
+            self._renderer = Renderer(self.templates, self.compiled)
         return self._renderer
 
     def _read(self, rel: str) -> str | None:
@@ -164,9 +167,13 @@ def render_outputs(
     keys: Mapping[str, str] | None = None,
     cache: GenerateCache | None = None,
     stages: Stages | None = None,
+    compiled: CompiledTemplates | None = None,
 ) -> list[Rendered]:
-    """Every artifact rendered and formatted, except those whose key matches the cache's. Reads only."""
-    outputs = _Outputs(files, manifest, cache, templates, stages or Stages())
+    """Every artifact rendered and formatted, except those whose key matches the cache's. Reads only.
+
+    `compiled`: templates compiled by earlier runs; those compiled now are added to it.
+    """
+    outputs = _Outputs(files, manifest, cache, templates, stages or Stages(), compiled)
     skipped: dict[str, Rendered] = {}
     for artifact in artifacts:
         record = cache.outputs.get(artifact.path) if cache is not None and keys else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cache import GenerateCache
+from .cache import ABSENT, GenerateCache
 from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .inputs import OPS_DIR, combine, find_root, spec_files
@@ -135,10 +136,10 @@ def load_project(
     config_path = root / CONFIG_FILE
     config = build_config(load_toml(config_path, sources.get(CONFIG_FILE)))
     digests: dict[str, str] = {}
-    read = _reader(root, cache)
-    config_text = read(CONFIG_FILE, sources.get(CONFIG_FILE))
-    if config_text is not None:
-        digests[CONFIG_FILE] = digest(config_text)
+    read_digest = _digester(root, cache)
+    config_sha = read_digest(CONFIG_FILE, sources.get(CONFIG_FILE))
+    if config_sha is not None:
+        digests[CONFIG_FILE] = config_sha
     problems = _confinement_problems(root, config)
     folder_problems, listed = spec_files(root, sources)
     file_problems, files = _file_problems(root, listed)
@@ -147,10 +148,9 @@ def load_project(
     for path in files:
         rel = path.relative_to(root).as_posix()
         try:
-            text = read(rel, sources.get(rel))
+            sha = read_digest(rel, sources.get(rel))
         except OpgenError:
-            text = None  # load_toml reports it
-        sha = digest(text) if text is not None else None
+            sha = None  # load_toml reports it
         if sha is not None:
             digests[rel] = sha
         record = cache.specs.get(rel) if cache is not None and sha is not None else None
@@ -191,21 +191,24 @@ def load_project(
     return Project(config, tuple(ops), digests, warnings)
 
 
-def _reader(root: Path, cache: GenerateCache | None) -> Callable[[str, str | None], str | None]:
-    """Reads a project file's text, or takes the text it is about to have; None for a file that
-    is not a regular file (load_toml reports it). Through the cache when there is one, so that
-    the next run knows the file by its stat."""
+def _digester(root: Path, cache: GenerateCache | None) -> Callable[[str, str | None], str | None]:
+    """The digest of a project file's text, or of the text it is about to have; None for a file
+    that is not a regular file (load_toml reports it). Through the cache when there is one: a
+    spec whose stat is the one recorded is not read (Note [Generate cache] in inputs.py)."""
     files = ProjectFiles(root)
 
-    def read(rel: str, source: str | None) -> str | None:
+    def read_digest(rel: str, source: str | None) -> str | None:
         if source is not None:
-            return source
+            return digest(source)
         path = root / rel
         if not path.is_file():
             return None
-        return cache.read(files, rel) if cache is not None else read_text(path)
+        if cache is None:
+            return digest(read_text(path))
+        sha = cache.digest(files, rel)
+        return None if sha == ABSENT else sha
 
-    return read
+    return read_digest
 
 
 @dataclass
@@ -232,7 +235,7 @@ class _Spec:
         if self.record is None or not key or self.record.get("key") != key:
             return None
         try:
-            return op_from_json(self.record["op"], root)
+            return op_from_json(json.loads(self.record["op"]), root)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -248,7 +251,9 @@ def _remember_specs(cache: GenerateCache, specs: list[_Spec], root: Path) -> Non
             records[spec.rel] = old
         else:
             try:
-                model = op_to_json(spec.op, root)
+                # as a JSON text inside the cache: stored and loaded again whole, and decoded
+                # only when restored (the models are most of the cache)
+                model = json.dumps(op_to_json(spec.op, root), separators=(",", ":"))
             except TypeError:  # a part of the model the cache cannot store: validate it each run
                 continue
             records[spec.rel] = {"sha": spec.sha, "key": spec.key, "name": spec.name, "op": model}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .api.cpp import arg_type
 from .errors import Diagnostic
 from .spec.dialect.types import TypeKind
 from .spec.model import OpSpec
@@ -69,6 +68,8 @@ def duplicate_problems(root: Path, ops: list[OpSpec]) -> list[Diagnostic]:
 
 def _op_cpp_problems(op: OpSpec) -> list[Diagnostic]:
     """Every reason the op cannot be generated for its C++ target."""
+    from .api.cpp import arg_type  # here: a project of Python ops never needs the C++ types
+
     problems: list[Diagnostic] = []
     for arg in op.args:
         try:

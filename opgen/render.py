@@ -26,6 +26,7 @@ import jinja2
 import jinja2.sandbox
 
 from .builtin_templates import builtin_templates_dir
+from .compiled import CompiledTemplates
 from .confined import Confined
 from .errors import Diagnostic, OpgenError
 
@@ -56,10 +57,31 @@ class _OverrideLoader(jinja2.BaseLoader):
         return text, str(path), lambda: True  # one environment per run: never stale
 
 
-class Renderer:
-    """Renders opgen's templates, a project's overrides first (Note [Sandboxed templates])."""
+class _BytecodeCache(jinja2.BytecodeCache):
+    """Jinja's compiled templates, kept in memory for `opgen.compiled` (Note [Compiled templates])."""
 
-    def __init__(self, override_dir: Path | None = None):
+    def __init__(self, compiled: CompiledTemplates) -> None:
+        self.compiled = compiled
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        data = self.compiled.get(bucket.key)
+        if data is not None:
+            bucket.bytecode_from_string(data)  # a checksum that does not match leaves it empty
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.compiled.put(bucket.key, bucket.bytecode_to_string())
+
+
+class Renderer:
+    """Renders opgen's templates, a project's overrides first (Note [Sandboxed templates]).
+
+    `compiled`: templates compiled by earlier runs, and where this one adds
+    those it compiles (Note [Compiled templates] in compiled.py).
+    """
+
+    def __init__(
+        self, override_dir: Path | None = None, compiled: CompiledTemplates | None = None
+    ) -> None:
         self.override_dir = override_dir
         loaders: list[jinja2.BaseLoader] = []
         if override_dir is not None and override_dir.is_dir():
@@ -72,6 +94,7 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=True,
             autoescape=False,
+            bytecode_cache=_BytecodeCache(compiled) if compiled is not None else None,
         )
         self._builtin: dict[str, bool] = {}
 

@@ -150,3 +150,30 @@ def test_default_inputs_need_a_template_for_several_variables():
         build_case(op, None, {}, {"n": 4, "d": 3}, "cpu")
     plain = op_from_toml(_SPEC)
     assert size_points(plain, quick=True) == [{"n": 256}]
+
+
+def test_bench_dtypes_are_validated_with_lines():
+    both = _SPEC + '[bench]\ndtype = "float32"\ndtypes = ["float64"]\n'
+    unknown = _SPEC + '[bench]\ndtypes = ["float32", "float128"]\n'
+    empty = _SPEC + "[bench]\ndtypes = []\n"
+    for text, expected in (
+        (both, "bench.dtype and bench.dtypes both give the dtype"),
+        (unknown, "unknown dtype 'float128'"),
+        (empty, "bench.dtypes must be a non-empty list"),
+    ):
+        with pytest.raises(OpgenError) as info:
+            op_from_toml(text)
+        assert expected in " | ".join(d.message for d in info.value.diagnostics), text
+
+
+def test_each_bench_dtype_is_a_case_labelled_with_it():
+    op = op_from_toml(_SPEC + '[bench]\nsizes = [4]\ninputs = {x = ["n"], weight = ["n"]}\ndtypes = ["float64", "bfloat16"]\n')
+    assert op.bench.dtypes == ("float64", "bfloat16")
+    fn = lambda x, weight, eps=1e-5: x * weight  # noqa: E731
+    first = build_case(op, fn, {}, {"n": 4}, "cpu", backward=False)
+    other = build_case(op, fn, {}, {"n": 4}, "cpu", backward=False, dtype="bfloat16")
+    assert first.globals["x"].dtype == torch.float64 and first.size_label == "4 float64"
+    assert other.globals["x"].dtype == torch.bfloat16 and other.size_label == "4 bfloat16"
+    single = op_from_toml(_SPEC + '[bench]\nsizes = [4]\ninputs = {x = ["n"], weight = ["n"]}\ndtype = "float64"\n')
+    case = build_case(single, fn, {}, {"n": 4}, "cpu", backward=False)
+    assert case.globals["x"].dtype == torch.float64 and case.size_label == "4"

@@ -78,8 +78,9 @@ def test_the_reference_set_is_black_stable_where_opgen_skips_black(monkeypatch: 
     skipped = [r for r in python if is_black_stable(r.content)]
     for item in skipped:
         assert black.format_str(item.content, mode=MODE) == item.content, f"black changes {item.path}"
-    # the rest have a line over 100 columns (long formulas): black runs on them
-    assert len(skipped) >= 0.8 * len(python), [r.path for r in python if r not in skipped]
+    # the rest have a line over 100 columns (long formulas, the schemas and references of the
+    # vLLM and torchvision ops): black runs on them
+    assert len(skipped) >= 0.7 * len(python), [r.path for r in python if r not in skipped]
 
 
 def test_the_reference_set_as_written_is_black_formatted() -> None:

@@ -85,10 +85,10 @@ def test_a_failed_parallel_staging_leaves_the_project_as_it_was(
     (tmp_path / "pkg/f05.py").write_text("mine\n")
     real = Confined.stage
 
-    def stage(self: Confined, rel, data):
+    def stage(self: Confined, rel, data, *args, **kwargs):
         if rel == "pkg/f13.py":
             raise FileAccessError(Diagnostic(tmp_path / rel, None, "disk full", ""))
-        return real(self, rel, data)
+        return real(self, rel, data, *args, **kwargs)
 
     monkeypatch.setattr(Confined, "stage", stage)
     files = ProjectFiles(tmp_path)

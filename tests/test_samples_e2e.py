@@ -125,6 +125,7 @@ SPECS = {
         [bench]
         sizes = [{n = 64}]
         inputs_from = "overlapping_boxes"
+        dtypes = ["float32", "float64"]
     """,
     "every_type": """
         name = "real::every_type"
@@ -316,6 +317,7 @@ def test_correct_kernels_pass_every_generated_check(project: Path) -> None:
     failed, out = _run_tests(project)
     assert not failed, out
     assert "OptionalPathWarning" not in out  # every optional is given in one sample, None in another
+    assert "DtypeCoverageWarning" not in out  # the generators build their tensors in `dtype`
     for check in (
         "test_gradcheck[cpu-dense]",
         "test_compile_matches_eager[cpu]",
@@ -341,9 +343,15 @@ def test_wrong_kernels_fail_the_checks_that_see_them(project: Path) -> None:
 
 def test_bench_times_the_inputs_of_the_helper_generator(project: Path) -> None:
     opgen("bench", "--quick", "--no-progress", "--json", "bench.json", "nms", cwd=project)
-    (result,) = json.loads((project / "bench.json").read_text())["results"]
-    # overlapping_boxes(device, dtype, n=64): 64 boxes of 4 coordinates
-    assert (result["op"], result["size"], result["numel"]) == ("nms", "64", 64 * 4), result
+    results = json.loads((project / "bench.json").read_text())["results"]
+    # overlapping_boxes(device, dtype, n=64): 64 boxes of 4 coordinates, in each of the
+    # dtypes; the reference is the tests' reference function, nms_reference
+    got = {(r["op"], r["impl"], r["size"], r["numel"]) for r in results}
+    assert got == {
+        ("nms", impl, f"64 {dtype}", 64 * 4)
+        for impl in ("opgen", "reference")
+        for dtype in ("float32", "float64")
+    }, results
 
 
 def test_a_new_helper_name_is_merged_into_the_users_module(project: Path) -> None:

@@ -8,6 +8,7 @@ import importlib.util
 import re
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -74,7 +75,7 @@ def generated(tmp_path_factory) -> Iterator[tuple[ModuleType, list[dict]]]:
     assert block, test
     scope = {"TensorSpec": module.TensorSpec, "torch": torch}
     exec(block.group(0), scope)
-    assert "check_optional_coverage" in test
+    assert "check_optional_coverage" in test and "check_dtype_coverage(SAMPLES, DTYPES" in test
     yield module, scope["SAMPLES"]
     sys.path.remove(str(root))
     for name in [n for n in sys.modules if n == "lang" or n.startswith("lang.")]:
@@ -125,6 +126,39 @@ def test_an_optional_path_no_sample_runs_is_a_warning(generated) -> None:
         r"samples none, None in samples \[1\]\n.*name = \{none = true\}",
     ):
         testing.check_optional_coverage(samples[:1], ("bias", "pair"), spec="ops/take.toml")
+
+
+def test_coverage_names_which_samples_hold_each_dtype(generated) -> None:
+    module, samples = generated
+    lines = module.dtype_coverage(samples, (torch.float32, torch.int32))
+    assert lines["float32"] == "float32: in samples [1, 2]"
+    assert lines["int32"] == "int32: in samples [1, 2]"  # a sample's own int32, then the test's
+    pinned = [
+        {"x": module.TensorSpec((2,), dtype="float32"), "i": module.TensorSpec((1,), "int64")}
+    ]
+    assert module.dtype_coverage(pinned, (torch.float16,)) == {
+        "float16": "float16: in samples none (their tensors are float32, int64)"
+    }
+
+
+@pytest.mark.usefixtures("generated")  # puts the generated package on the path
+def test_a_dtype_no_sample_holds_is_a_warning() -> None:
+    testing = importlib.import_module("lang._testing")
+    samples = [{"x": testing.TensorSpec((2,)), "i": testing.TensorSpec((1,), dtype="int64")}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        testing.check_dtype_coverage(samples, (torch.float32, torch.int64), spec="ops/take.toml")
+
+    def ignores_dtype(device: str, dtype: torch.dtype) -> list[dict]:
+        return [{"x": torch.ones(2, device=device)}]
+
+    with pytest.warns(
+        testing.DtypeCoverageWarning,
+        match=r"(?s)ops/take.toml.*bfloat16: in samples none \(their tensors are float32\)",
+    ):
+        testing.check_dtype_coverage([ignores_dtype], (torch.bfloat16,), spec="ops/take.toml")
+    assert issubclass(testing.DtypeCoverageWarning, testing.CoverageWarning)
+    assert issubclass(testing.OptionalPathWarning, testing.CoverageWarning)
 
 
 def test_flatten_opens_lists_and_tuples_and_keeps_none(generated) -> None:

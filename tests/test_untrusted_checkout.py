@@ -227,6 +227,29 @@ def test_a_symlink_at_any_path_a_command_touches_is_refused(
         assert unchanged_project(before_project, root), "a refused run changed the project"
 
 
+@pytest.mark.parametrize("rel", [".opgen/cache", ".opgen/cache/generate.json", ".opgen/cache/templates.bin"])
+def test_a_symlink_at_a_cache_path_is_neither_followed_nor_fatal(
+    prepared: dict[str, Path], tmp_path: Path, rel: str
+) -> None:
+    """The caches of `opgen generate` (Note [Generate cache], Note [Compiled templates]): a symlink
+    in their place is neither read nor written through; the run does all the work without them
+    and says which cache it could not write."""
+    root = tmp_path / "project"
+    shutil.copytree(prepared["python"], root, symlinks=True)
+    (root / "ops/foo.toml").write_text(spec().replace("torch.sin(x)", "torch.sin(x) * 1"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _plant(root, rel, outside)
+    before = snapshot(outside)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    assert "updated        tests/test_foo.py" in result.stdout
+    assert f"warning: the {'template ' if rel.endswith('.bin') else ''}cache" in result.stderr
+    assert "symlink" in result.stderr and "outside the project" in result.stderr
+    assert snapshot(outside) == before, "a file outside the project changed"
+    assert (root / rel).is_symlink()
+
+
 @pytest.mark.parametrize("rel", ["mylib/_generated", "tests/test_foo.py", ".opgen/backup"])
 def test_without_dir_fds_a_symlink_is_refused_the_same_way(
     prepared: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rel: str
@@ -288,12 +311,12 @@ def _fail_staging_under(monkeypatch: pytest.MonkeyPatch, folder: str, error: int
 
     real = Confined.stage
 
-    def stage(self, rel, data: bytes):
+    def stage(self, rel, data: bytes, *args, **kwargs):
         if str(rel).startswith(folder + "/"):
             raise_in = self.parts(rel)
             with self._io("write", raise_in):
                 raise OSError(error, os.strerror(error))
-        return real(self, rel, data)
+        return real(self, rel, data, *args, **kwargs)
 
     monkeypatch.setattr(Confined, stage.__name__, stage)
 

@@ -4,7 +4,9 @@
 #include <torch/csrc/stable/library.h>
 
 STABLE_TORCH_LIBRARY(example, m) {
+  m.def("_roi_align_backward(Tensor grad, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, SymInt batch_size, SymInt channels, SymInt height, SymInt width, int sampling_ratio, bool aligned) -> Tensor");
   m.def("add_out(Tensor a, Tensor b, Tensor(a!) out) -> ()");
+  m.def("fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float epsilon) -> ()");
   m.def("gelu(Tensor x) -> Tensor");
   m.def("gelu_backward(Tensor grad_out, Tensor x) -> Tensor");
   m.def("layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> Tensor");
@@ -12,5 +14,9 @@ STABLE_TORCH_LIBRARY(example, m) {
   m.def("matmul(Tensor a, Tensor b) -> Tensor");
   m.def("muladd(Tensor a, Tensor b, float c) -> Tensor");
   m.def("mymul(Tensor a, Tensor b) -> Tensor");
+  m.def("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
+  m.def("rms_norm(Tensor(a!) result, Tensor input, Tensor weight, float epsilon) -> ()");
+  m.def("roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor");
+  m.def("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, Tensor cos_sin_cache, bool is_neox) -> ()");
   m.def("vector_add(Tensor a, Tensor b) -> Tensor");
 }

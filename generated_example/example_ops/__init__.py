@@ -4,9 +4,11 @@
 import sys
 
 from . import _library  # noqa: F401  (loads the compiled operators first)
+from ._generated._roi_align_backward import _roi_align_backward
 from ._generated.add import add
 from ._generated.add_out import add_out
 from ._generated.crop import crop
+from ._generated.fused_add_rms_norm import fused_add_rms_norm
 from ._generated.gelu import gelu
 from ._generated.gelu_backward import gelu_backward
 from ._generated.layer_norm import layer_norm
@@ -15,15 +17,21 @@ from ._generated.matmul import matmul
 from ._generated.mul import mul
 from ._generated.muladd import muladd
 from ._generated.mymul import mymul
+from ._generated.nms import nms
 from ._generated.numpy_sin import numpy_sin
 from ._generated.numpy_sin_out import numpy_sin_out
 from ._generated.paste import paste
+from ._generated.rms_norm import rms_norm
+from ._generated.roi_align import roi_align
+from ._generated.rotary_embedding import rotary_embedding
 from ._generated.vector_add import vector_add
 
 __all__ = [
+    "_roi_align_backward",
     "add",
     "add_out",
     "crop",
+    "fused_add_rms_norm",
     "gelu",
     "gelu_backward",
     "layer_norm",
@@ -32,9 +40,13 @@ __all__ = [
     "mul",
     "muladd",
     "mymul",
+    "nms",
     "numpy_sin",
     "numpy_sin_out",
     "paste",
+    "rms_norm",
+    "roi_align",
+    "rotary_embedding",
     "vector_add",
 ]
 

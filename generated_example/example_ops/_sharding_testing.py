@@ -369,8 +369,8 @@ def check_sharded(
     outputs: Sequence[str] = (),
     differentiable: Sequence[str] = (),
     mutated: Sequence[str] = (),
-    atol: float | None = None,
-    rtol: float | None = None,
+    atol: float | dict[str, float] | None = None,
+    rtol: float | dict[str, float] | None = None,
 ) -> int:
     """Every sample under every case of the op's rule (once per sample also through `wrapper`).
 

@@ -11,7 +11,14 @@ import pytest
 import torch
 
 from ._runtime import MISSING
-from ._testing_samples import TensorSpec, clone, materialize, optional_coverage, tensors_of
+from ._testing_samples import (
+    TensorSpec,
+    clone,
+    dtype_coverage,
+    materialize,
+    optional_coverage,
+    tensors_of,
+)
 
 __all__ = [
     "TensorSpec",
@@ -27,7 +34,10 @@ __all__ = [
     "check_double_backward_refused",
     "check_compile",
     "check_optional_coverage",
+    "check_dtype_coverage",
+    "CoverageWarning",
     "OptionalPathWarning",
+    "DtypeCoverageWarning",
 ]
 
 
@@ -66,7 +76,9 @@ def _message(op: Any, index: int) -> Callable[[str], str]:
 # The spec's [test] atol/rtol loosen the comparisons in reduced precision
 # (float32, float16, bfloat16, complex64), never below torch's default for the
 # dtype; float64 (and complex128) comparisons keep torch's defaults, so a bound
-# that float32 needs cannot hide a float64 error. gradcheck runs in float64
+# that float32 needs cannot hide a float64 error. A bound given per dtype
+# (`rtol = {float16 = 2e-3}`, a dict here) loosens only the dtypes it names, so
+# float16's bound cannot hide a float32 error either. gradcheck runs in float64
 # with its own tolerances.
 _DEFAULT_TOLERANCES = {  # dtype: (atol, rtol), as torch.testing.assert_close
     torch.float16: (1e-5, 1e-3),
@@ -78,9 +90,14 @@ _EXACT_DTYPES = (torch.float64, torch.complex128)
 
 
 def tolerances(
-    dtype: torch.dtype, atol: float | None = None, rtol: float | None = None
+    dtype: torch.dtype,
+    atol: float | dict[str, float] | None = None,
+    rtol: float | dict[str, float] | None = None,
 ) -> dict[str, float]:
     """assert_close's atol/rtol for a comparison in `dtype` (Note [Test tolerances])."""
+    name = str(dtype).removeprefix("torch.")
+    atol = atol.get(name) if isinstance(atol, dict) else atol
+    rtol = rtol.get(name) if isinstance(rtol, dict) else rtol
     if dtype in _EXACT_DTYPES or (atol is None and rtol is None):
         return {}
     default_atol, default_rtol = _DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
@@ -403,8 +420,16 @@ def check_compile(
         )
 
 
-class OptionalPathWarning(UserWarning):
+class CoverageWarning(UserWarning):
+    """The samples leave part of what the spec declares under no check."""
+
+
+class OptionalPathWarning(CoverageWarning):
     """No sample runs one of the paths (given, None) of an optional argument."""
+
+
+class DtypeCoverageWarning(CoverageWarning):
+    """No sample holds a tensor of one of the test's dtypes."""
 
 
 def check_optional_coverage(samples, optional, spec="the spec") -> None:
@@ -420,6 +445,25 @@ def check_optional_coverage(samples, optional, spec="the spec") -> None:
                 f"the samples of {spec} run only one path of an optional argument:\n  "
                 + "\n  ".join(missing)
                 + "\nadd a [[test.samples]] entry that gives it, or one with name = {none = true}"
+            ),
+            stacklevel=2,
+        )
+
+
+def check_dtype_coverage(samples, dtypes, spec="the spec") -> None:
+    """Warn when a dtype of `[test] dtypes` reaches no tensor of any sample: the reference check
+    parametrized by that dtype then
+    checks another one. A warning for the reason `check_optional_coverage` gives;
+    `-W error::example_ops._testing.CoverageWarning` makes both failures."""
+    lines = dtype_coverage(samples, dtypes)
+    missing = [line for line in lines.values() if "samples none" in line]
+    if missing:
+        warnings.warn(
+            DtypeCoverageWarning(
+                f"the samples of {spec} never hold a tensor of a test dtype:\n  "
+                + "\n  ".join(missing)
+                + "\nleave `dtype` out of a sample's tensors (they then take the test's dtype), "
+                "or build them with the `dtype` a samples_from generator is given"
             ),
             stacklevel=2,
         )

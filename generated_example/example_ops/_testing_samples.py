@@ -14,7 +14,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["TensorSpec", "materialize", "flatten", "tensors_of", "clone", "optional_coverage"]
+__all__ = [
+    "TensorSpec",
+    "materialize",
+    "flatten",
+    "tensors_of",
+    "clone",
+    "optional_coverage",
+    "dtype_coverage",
+]
 
 
 @dataclass(frozen=True)
@@ -133,4 +141,22 @@ def optional_coverage(samples: list[dict[str, Any]], optional: Iterable[str]) ->
         lines[name] = (
             f"{name}: given in samples {given or 'none'}, None in samples {absent or 'none'}"
         )
+    return lines
+
+
+def dtype_coverage(samples: Samples, dtypes: Iterable[torch.dtype]) -> dict[str, str]:
+    """For each test dtype, which samples built for it hold a tensor of it: a sample whose
+    tensors all name their dtype, or a generator that ignores its `dtype`, runs the op in
+    another dtype than the test's."""
+    lines = {}
+    for dtype in dtypes:
+        built = [tensors_of(list(s.values())) for s in materialize(samples, "cpu", dtype)]
+        having = [
+            i + 1 for i, tensors in enumerate(built) if any(t.dtype == dtype for t in tensors)
+        ]
+        name = str(dtype).removeprefix("torch.")
+        lines[name] = f"{name}: in samples {having or 'none'}"
+        if not having:
+            seen = sorted({str(t.dtype).removeprefix("torch.") for ts in built for t in ts})
+            lines[name] += f" (their tensors are {', '.join(seen) or 'none'})"
     return lines

@@ -15,7 +15,7 @@ sys.path.insert(0, str(_ROOT))
 # change they can serve code compiled for the old one. One cache per set of
 # schemas, inside the project, keeps runs fast and correct.
 os.environ.setdefault(
-    "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-b77867204b44")
+    "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-0a008282f9c6")
 )
 
 # The processes of the distributed tests, started once per session (see dist_pool).

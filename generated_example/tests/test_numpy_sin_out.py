@@ -7,6 +7,7 @@ from example_ops._generated.numpy_sin_out import numpy_sin_out as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_dtype_coverage,
     check_opcheck,
     check_private_bindings,
     check_reference,
@@ -57,6 +58,10 @@ def test_opcheck(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_written_arguments_change_version(device):
     check_versions(OP, SAMPLES, device, DTYPES[0], MUTATED)
+
+
+def test_samples_cover_dtypes():
+    check_dtype_coverage(SAMPLES, DTYPES, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -7,6 +7,7 @@ from example_ops._generated.paste import paste as WRAPPER
 from example_ops._testing import (
     TensorSpec,
     check_compile,
+    check_dtype_coverage,
     check_gradients,
     check_opcheck,
     check_private_bindings,
@@ -69,6 +70,10 @@ def test_private_torch_bindings():
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     check_opcheck(OP, SAMPLES, device, DTYPES[0], DIFFERENTIABLE)
+
+
+def test_samples_cover_dtypes():
+    check_dtype_coverage(SAMPLES, DTYPES, spec=SPEC)
 
 
 @pytest.mark.parametrize("input_name", DIFFERENTIABLE)

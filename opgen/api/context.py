@@ -5,8 +5,10 @@ Templates get finished strings only; see docs/templates.md for the list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
@@ -116,11 +118,13 @@ def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
     """The op's spec as generated files name it: relative to the project root."""
-    return (
-        op.path.relative_to(config.root).as_posix()
-        if op.path.is_relative_to(config.root)
-        else op.path.name
-    )
+    return _relative(op.path, config.root)
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative(path: Path, root: Path) -> str:
+    # asked several times per op and run (targets, keys, plan): pathlib's relative_to is slow
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
 def siblings(ops: Sequence[OpSpec]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 from ..spec.model import Arg, OpSpec
 from . import python as py
 from .literals import literal
+from .testing import tolerance
 
 __all__ = ["sharded_ops", "sharding_context", "sharding_test_context", "rule_module"]
 
@@ -152,6 +153,6 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         "dtypes": list(op.test.dtypes),
         "differentiable": literal(tuple(differentiable)),
         "mutated": literal(tuple(a.name for a in op.mutated)),
-        "atol": literal(op.test.atol),
-        "rtol": literal(op.test.rtol),
+        "atol": literal(tolerance(op.test.atol)),
+        "rtol": literal(tolerance(op.test.rtol)),
     }

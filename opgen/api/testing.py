@@ -41,6 +41,12 @@ def _aliasing_tag(op: OpSpec) -> bool:
     return "inplace" in op.tags or "out" in op.tags
 
 
+def tolerance(value: float | tuple[tuple[str, float], ...] | None) -> Any:
+    """A spec's atol/rtol as the generated tests read it: a number, None, or a dict of
+    dtype name to bound (Note [Test tolerances] in _testing.py)."""
+    return dict(value) if isinstance(value, tuple) else value
+
+
 def compile_expectation(op: OpSpec) -> str:
     """`alias_error`, `unsupported` or `run` (Note [What the generated tests expect])."""
     if op.aliased_returns and not _aliasing_tag(op):
@@ -128,6 +134,11 @@ def _optional_names(op: OpSpec) -> tuple[str, ...]:
     return tuple(a.name for a in op.args if a.is_optional)
 
 
+def _takes_tensors(op: OpSpec) -> bool:
+    """Whether samples can hold tensors of the test's dtype (the dtype coverage check)."""
+    return any(a.is_tensor or a.is_tensor_list for a in op.args)
+
+
 def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
     """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
     names = {"check_private_bindings", "device_params"}
@@ -152,6 +163,8 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
             names.add("check_versions")
         if _optional_names(op):
             names.add("check_optional_coverage")
+        if _takes_tensors(op):
+            names.add("check_dtype_coverage")
     return sorted(names, key=lambda n: (n != "TensorSpec", n))
 
 
@@ -170,11 +183,12 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "no_samples": literal(_no_samples(op, path)),
         "reference": expression(op.test.reference) if op.test.reference else None,
         "test_dtypes": list(op.test.dtypes),
-        "atol": literal(op.test.atol),
-        "rtol": literal(op.test.rtol),
+        "atol": literal(tolerance(op.test.atol)),
+        "rtol": literal(tolerance(op.test.rtol)),
         "compile_expectation": compile_expectation(op),
         "aot_error": literal(_aot_error(op)),
         "aliases": literal(tuple(_aliases(op))),
         "grad_inputs": literal(_grad_inputs(op, differentiable)),
         "optional_names": literal(_optional_names(op)),
+        "takes_tensors": _takes_tensors(op),
     }

@@ -44,14 +44,16 @@ class Case:
     derived_bytes: bool = False
     numel: int = 0  # elements of the largest input: the x axis of plots
     notes: list[str] = field(default_factory=list)
+    dtype: str = ""  # shown beside the size when the spec times several dtypes
 
     @property
     def size_label(self) -> str:
-        return (
+        label = (
             ",".join(f"{k}={v}" for k, v in self.size.items())
             if len(self.size) > 1
             else str(next(iter(self.size.values())))
         )
+        return f"{label} {self.dtype}" if self.dtype else label
 
 
 def size_points(op: OpSpec, quick: bool) -> list[dict[str, int]]:
@@ -114,11 +116,11 @@ def _tensor(shape: tuple[int, ...], dtype: Any, device: str, seed: int) -> Any:
     return torch.randint(0, 10, shape, dtype=dtype, generator=gen).to(device)
 
 
-def make_inputs(op: OpSpec, size: dict[str, int], device: str) -> dict[str, Any]:
-    """The op's arguments at `size`, by name (tensors from a fixed seed)."""
+def make_inputs(op: OpSpec, size: dict[str, int], device: str, dtype_name: str) -> dict[str, Any]:
+    """The op's arguments at `size`, by name (tensors in `dtype_name`, from a fixed seed)."""
     import torch
 
-    dtype = getattr(torch, op.bench.dtype)
+    dtype = getattr(torch, dtype_name)
     given = dict(op.bench.inputs)
     values: dict[str, Any] = {}
     for index, arg in enumerate(op.args):
@@ -151,18 +153,23 @@ def _nbytes(tensors: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def helper_inputs(op: OpSpec, fn: Any, size: dict[str, int], device: str) -> dict[str, Any]:
-    """The first sample of `[bench] inputs_from`, a generator of the project's
-    `testing_helpers.py` called with the size variables (Note [Testing helpers])."""
+def _helpers(fn: Any) -> Any:
+    """The project's `testing_helpers.py` (Note [Testing helpers]), found from the wrapper."""
     import importlib
 
+    return importlib.import_module(f"{fn.__module__.partition('.')[0]}.testing_helpers")
+
+
+def helper_inputs(
+    op: OpSpec, fn: Any, size: dict[str, int], device: str, dtype_name: str
+) -> dict[str, Any]:
+    """The first sample of `[bench] inputs_from`, a generator of the project's
+    `testing_helpers.py` called with the size variables (Note [Testing helpers])."""
     import torch
 
     generator = op.bench.inputs_from or ""
-    package = fn.__module__.partition(".")[0]
-    helpers = importlib.import_module(f"{package}.testing_helpers")
     torch.manual_seed(0)
-    samples = getattr(helpers, generator)(device, getattr(torch, op.bench.dtype), **size)
+    samples = getattr(_helpers(fn), generator)(device, getattr(torch, dtype_name), **size)
     if not samples:
         raise CaseError(f"{op.qualname}: {generator}(..., **{size}) gave no samples")
     return dict(samples[0])
@@ -175,19 +182,21 @@ def build_case(
     size: dict[str, int],
     device: str,
     backward: bool | None = None,
+    dtype: str | None = None,
 ) -> Case:
-    """One size of one op: its implementations as statements over shared globals.
+    """One size of one op in one dtype: its implementations as statements over shared globals.
 
     `fn` is the generated wrapper; `namespace` holds the library's other ops by
-    name (for expressions that call them).
+    name (for expressions that call them). `dtype` defaults to the spec's first.
     """
     import torch
 
     backward = op.bench.backward if backward is None else backward
+    dtype_name = dtype or op.bench.dtypes[0]
     inputs = (
-        helper_inputs(op, fn, size, device)
+        helper_inputs(op, fn, size, device, dtype_name)
         if op.bench.inputs_from
-        else make_inputs(op, size, device)
+        else make_inputs(op, size, device, dtype_name)
     )
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
     wrt_names = [a.name for a in op.args if a.name in {n for f in op.grads for n in f.inputs}]
@@ -215,6 +224,9 @@ def build_case(
     reference = op.bench.reference or op.test.reference
     if reference:
         exprs.append((REFERENCE, reference))
+    elif op.test.reference_from:  # the tests' reference function, on the same inputs
+        scope["_reference"] = getattr(_helpers(fn), op.test.reference_from)
+        exprs.append((REFERENCE, _call("_reference", op)))
     if op.bench.native:
         exprs.append((NATIVE, op.bench.native))
     result = eval(exprs[0][1], scope)
@@ -226,7 +238,9 @@ def build_case(
         ]
     else:
         impls = [Impl(name, expr) for name, expr in exprs]
-    case = Case(op.qualname, size, "forward+backward" if backward else "forward", impls, scope)
+    mode = "forward+backward" if backward else "forward"
+    case = Case(op.qualname, size, mode, impls, scope)
+    case.dtype = dtype_name if len(op.bench.dtypes) > 1 else ""
     case.numel = max((t.numel() for t in tensors), default=0)
     names = {**size, **inputs}
     if op.bench.flops:

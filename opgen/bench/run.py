@@ -65,7 +65,7 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
     package = import_package(project)
     namespace = _namespace(package, project)
     run = BenchRun()
-    plans: list[tuple[OpSpec, dict[str, int], bool]] = []
+    plans: list[tuple[OpSpec, dict[str, int], bool, str]] = []
     for op in ops:
         if options.device not in op.devices:
             run.skipped.append(
@@ -74,20 +74,23 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
             continue
         modes = (False, True) if op.bench.backward else (False,)
         plans.extend(
-            (op, size, backward) for backward in modes for size in size_points(op, options.quick)
+            (op, size, backward, dtype)
+            for backward in modes
+            for dtype in op.bench.dtypes
+            for size in size_points(op, options.quick)
         )
-    failed: set[tuple[str, bool]] = set()
+    failed: set[tuple[str, bool, str]] = set()
     with progress(len(plans), options.show_progress) as bar:
-        for op, size, backward in plans:
-            bar.describe(f"{op.name} {size}{' fwd+bwd' if backward else ''}")
-            if (op.name, backward) not in failed:
+        for op, size, backward, dtype in plans:
+            bar.describe(f"{op.name} {size} {dtype}{' fwd+bwd' if backward else ''}")
+            if (op.name, backward, dtype) not in failed:
                 try:
                     case = build_case(
-                        op, namespace[op.name], namespace, size, options.device, backward
+                        op, namespace[op.name], namespace, size, options.device, backward, dtype
                     )
                 except (CaseError, RuntimeError, TypeError, ValueError) as exc:
                     run.skipped.append(f"{op.name}: {exc}")
-                    failed.add((op.name, backward))
+                    failed.add((op.name, backward, dtype))
                 else:
                     _time_case(case, options, run)
             bar.advance(op.name)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._support import err, fail, project_root, report
-
-UP_TO_DATE = "opgen: up to date: nothing changed since the last build"
+from .direct import UP_TO_DATE
 
 
 def build(
@@ -55,41 +53,6 @@ def build(
         generate=generate,
         cpu_only=cpu_only,
     )
-
-
-# `opgen build` options that do not change what an up-to-date build is.
-_FAST_FLAGS = frozenset({"-v", "--verbose", "--generate", "--no-generate", "--check-cuda"})
-
-
-def answer_up_to_date(argv: list[str]) -> bool:
-    """Answer a no-op `opgen build` before typer parses the command line; whether it did.
-
-    typer's argument coercion imports pydantic (~0.4 s, most of a no-op
-    build), so `opgen.cli.main` asks here first. Anything but `build` with
-    the flags above (and -j N) goes to typer, as does a build that is stale.
-    """
-    if not argv or argv[0] != "build":
-        return False
-    rest = argv[1:]
-    check_cuda = False
-    while rest:
-        arg = rest.pop(0)
-        if arg in ("-j", "--jobs") and rest and rest[0].isdigit():
-            rest.pop(0)
-        elif re.fullmatch(r"-j\d+|--jobs=\d+", arg):
-            continue
-        elif arg in _FAST_FLAGS:
-            check_cuda = check_cuda or arg == "--check-cuda"
-        else:
-            return False
-    from ..stamp import stale_reason
-
-    here = Path.cwd().resolve()
-    root = next((d for d in (here, *here.parents) if (d / "opgen.toml").is_file()), None)
-    if root is None or stale_reason(root, check_cuda) is not None:
-        return False
-    typer.echo(UP_TO_DATE)
-    return True
 
 
 def build_stale(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._support import err, fail, project_root, report
+from .direct import run_generate
 
 Check = Annotated[
     bool, typer.Option("--check", help="Exit 1 if any file is stale or edited; write nothing.")
@@ -52,35 +52,9 @@ def generate(
     timings: Timings = False,
 ) -> None:
     """Regenerate every op of the project from its spec."""
-    import os
-
-    from ..changes import Action
-    from ..errors import OpgenError
-    from ..generate import generate as run
-    from ..stages import Stages
-    from ..writer import unified_diff
-
-    root = project_root()
-    # --adopt paths are relative to the folder the command runs in, like any path argument
-    adopted = [os.path.relpath(os.path.abspath(p), root) for p in adopt or []]
-    try:
-        result = run(
-            root, check=check, dry_run=dry_run, force=force, adopt=adopted, templates=templates
-        )
-    except OpgenError as exc:
-        raise fail(exc, root) from None
-    if dry_run:
-        for change in result.stale:
-            if change.action is not Action.EDITED:
-                typer.echo(unified_diff(change), nl=False)
-    report(result, check=check, dry_run=dry_run)
-    if timings:
-        err(f"opgen: {Stages.line_of(result.timings)}")
-    if check and result.stale:
-        err("error: generated files are out of date; run `opgen generate`")
-        raise typer.Exit(1)
-    if result.failed:
-        raise typer.Exit(1)
+    code = run_generate(check, dry_run, force, adopt, templates, timings)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

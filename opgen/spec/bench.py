@@ -8,6 +8,7 @@ inputs = {x = ["n", "d"], weight = ["d"], eps = 1e-5}  # shape templates over th
 native = "F.layer_norm(x, [x.shape[-1]], weight, bias, eps)"
 bytes = "..."        # or flops = "2 * n * d"; default: bytes of inputs + outputs
 backward = true      # time forward + backward
+dtypes = ["float32", "bfloat16"]   # or dtype = "float32": every size in each dtype
 ```
 """
 
@@ -35,6 +36,7 @@ BENCH_KEYS = (
     "flops",
     "backward",
     "dtype",
+    "dtypes",
 )
 _SIZE_HINT = "write sizes = [1000, 1000000] (values of n) or sizes = [{n = 512, d = 1024}]"
 
@@ -113,6 +115,36 @@ def _inputs(
     return tuple(out)
 
 
+def _dtypes(sink: DiagnosticSink, doc: LoadedToml, table: dict) -> tuple[str, ...]:
+    """`dtype = "float32"` or `dtypes = [...]`: the dtypes every size is timed in."""
+    if "dtype" in table and "dtypes" in table:
+        sink.error(
+            doc.line("bench", "dtypes"),
+            "bench.dtype and bench.dtypes both give the dtype",
+            'keep one: dtype = "float32" or dtypes = ["float32", "bfloat16"]',
+        )
+        return ("float32",)
+    key = "dtypes" if "dtypes" in table else "dtype"
+    value = table.get(key, "float32")
+    if key == "dtypes" and (not isinstance(value, list) or not value):
+        sink.error(
+            doc.line("bench", key),
+            f"bench.dtypes must be a non-empty list of dtype names, not {shown(value)}",
+            'e.g. dtypes = ["float32", "bfloat16"]',
+        )
+        return ("float32",)
+    names = value if key == "dtypes" else [value]
+    for name in names:
+        if name not in DTYPES:
+            sink.error(
+                doc.line("bench", key),
+                f"unknown dtype {shown(name)}",
+                f"one of: {', '.join(DTYPES)}",
+            )
+            return ("float32",)
+    return tuple(dict.fromkeys(names))
+
+
 def build_bench(
     sink: DiagnosticSink,
     doc: LoadedToml,
@@ -143,14 +175,7 @@ def build_bench(
             "write backward = true",
         )
         backward = False
-    dtype = table.get("dtype", "float32")
-    if dtype not in DTYPES:
-        sink.error(
-            doc.line("bench", "dtype"),
-            f"unknown dtype {shown(dtype)}",
-            f"one of: {', '.join(DTYPES)}",
-        )
-        dtype = "float32"
+    dtypes = _dtypes(sink, doc, table)
     inputs_from = helper_name(sink, doc, table, "bench", "inputs_from")
     if inputs_from is not None and inputs:
         sink.error(
@@ -162,7 +187,7 @@ def build_bench(
         sizes=sizes,
         inputs=inputs,
         backward=backward,
-        dtype=dtype,
+        dtypes=dtypes,
         inputs_from=inputs_from,
         **texts,
     )

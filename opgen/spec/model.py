@@ -193,8 +193,9 @@ class TestSpec:
     samples: tuple[Sample, ...]
     reference: str | None
     dtypes: tuple[str, ...] = ("float32",)
-    atol: float | None = None
-    rtol: float | None = None
+    # a bound for every reduced-precision dtype, or (dtype name, bound) pairs
+    atol: float | tuple[tuple[str, float], ...] | None = None
+    rtol: float | tuple[tuple[str, float], ...] | None = None
     samples_from: str | None = None  # a generator in <package>/testing_helpers.py
     reference_from: str | None = None  # a reference function there
 
@@ -238,7 +239,7 @@ class BenchSpec:
     bytes: str | None = None
     flops: str | None = None
     backward: bool = False
-    dtype: str = "float32"
+    dtypes: tuple[str, ...] = ("float32",)  # each size is timed in each
     inputs_from: str | None = None  # a sample generator in <package>/testing_helpers.py
 
 

@@ -341,6 +341,44 @@ def helper_name(sink: DiagnosticSink, doc: LoadedToml, table: dict, *path: str) 
     return value
 
 
+# Note [Test tolerances] in _testing.py: float64 and complex128 are never loosened.
+_LOOSENED_DTYPES = ("float32", "float16", "bfloat16", "complex64")
+
+
+def _tolerance(
+    sink: DiagnosticSink, doc: LoadedToml, value: Any, key: str
+) -> float | tuple[tuple[str, float], ...] | None:
+    """`atol = 1e-5` (every reduced-precision dtype) or `atol = {float16 = 2e-3}` (per dtype)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        for name, bound in value.items():
+            if name not in _LOOSENED_DTYPES:
+                sink.error(
+                    doc.line("test", key, name),
+                    f"test.{key} names {shown(name)}, a dtype whose comparisons are not loosened",
+                    f"name one of {', '.join(_LOOSENED_DTYPES)} (float64 keeps torch's defaults)",
+                )
+                return None
+            if not _is_number(bound) or bound < 0:
+                sink.error(
+                    doc.line("test", key, name),
+                    f"test.{key}.{name} must be a non-negative number, not {shown(bound)}",
+                    f"e.g. {key} = {{{name} = 2e-3}}",
+                )
+                return None
+        return tuple((name, float(bound)) for name, bound in value.items())
+    if not _is_number(value) or value < 0:
+        sink.error(
+            doc.line("test", key),
+            f"test.{key} must be a non-negative number or a table of them per dtype, "
+            f"not {shown(value)}",
+            f"e.g. {key} = 1e-5, or {key} = {{float16 = 2e-3}}",
+        )
+        return None
+    return value
+
+
 def build_test(
     sink: DiagnosticSink,
     doc: LoadedToml,
@@ -389,17 +427,7 @@ def build_test(
             ),
         )
         dtypes = ["float32"]
-    tolerances = {}
-    for key in ("atol", "rtol"):
-        value = table.get(key)
-        if value is not None and (not _is_number(value) or value < 0):
-            sink.error(
-                doc.line("test", key),
-                f"test.{key} must be a non-negative number, not {shown(value)}",
-                f"e.g. {key} = 1e-5",
-            )
-            value = None
-        tolerances[key] = value
+    tolerances = {key: _tolerance(sink, doc, table.get(key), key) for key in ("atol", "rtol")}
     return TestSpec(
         tuple(samples),
         reference,

@@ -15,19 +15,11 @@ from ..api.context import (
     siblings,
     spec_path,
 )
-from ..api.cpp_context import cpp_op_context, cpp_project_context
 from ..fs import STATE_DIR
 from ..project import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header, names_source
-from .cpp import (
-    cpp_files,
-    cpp_op_artifacts,
-    cpp_project_artifacts,
-    generated_cpp_patterns,
-    library_file,
-)
 from .helpers import helpers_artifact
 from .python import (
     module_path,
@@ -99,11 +91,17 @@ def collect_artifacts(
     # Formulas call the ops they name through their wrappers; the keys of an op's files
     # cover the specs of every op it names (Note [Generate cache] in inputs.py).
     callable_ops = functools.cache(lambda: siblings(ops))
-    cpp_contexts = {
-        op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
-        for op in ops
-        if op.backend == "cpp"
-    }
+    cpp_contexts: dict[str, Callable[[], dict[str, Any]]] = {}
+    if any(op.backend == "cpp" for op in ops):
+        # imported here: a project of Python ops never needs the C++ targets (a lighter run)
+        from ..api.cpp_context import cpp_op_context, cpp_project_context
+        from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
+
+        cpp_contexts = {
+            op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
+            for op in ops
+            if op.backend == "cpp"
+        }
 
     def op_base(op: OpSpec) -> Callable[[], Context]:
         def build() -> Context:
@@ -161,6 +159,8 @@ _NEVER_REMOVED = (OPS_DIR, STATE_DIR, ".git")
 
 def generated_patterns(config: ProjectConfig) -> list[str]:
     """Every path a generated file of this project can have; `*` stands for an op's name."""
+    from .cpp import generated_cpp_patterns  # here: see collect_artifacts
+
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 from ..api.context import spec_path
 from ..api.names import kernel_raise
-from ..api.starter import starter
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 
@@ -86,7 +85,12 @@ def python_kernel_artifact(
             "imported": None,
         }
 
-    body = starter(op) if fresh else None
+    body = None
+    if fresh:
+        # imported here: the starters (and the C++ planning they share) serve only new specs
+        from ..api.starter import starter
+
+        body = starter(op)
     lines = body.python if body else None
     initial = (lambda: {**context(), "starter": list(lines)}) if lines else None
     return Artifact(path, "python/kernel.py.j2", Owner.USER, source, context, initial)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..api.context import spec_path
-from ..api.sharding import rule_module, sharded_ops, sharding_context, sharding_test_context
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
@@ -39,9 +38,12 @@ def sharding_artifacts(
     config: ProjectConfig, ops: Sequence[OpSpec], base: Callable[[], Context]
 ) -> list[Artifact]:
     """`<package>/sharding.py`, the distributed test helpers and `tests/test_sharding.py`; none without rules."""
-    sharded = sharded_ops(ops)
-    if not sharded:
+    if all(op.sharding is None for op in ops):
         return []
+    # imported here: a project without sharding rules (the usual one) never needs it
+    from ..api.sharding import sharded_ops, sharding_context, sharding_test_context
+
+    sharded = sharded_ops(ops)
     pkg = config.package
 
     def plain() -> Context:
@@ -72,6 +74,8 @@ def sharding_rule_artifact(
     config: ProjectConfig, op: OpSpec, base: Callable[[], Context]
 ) -> Artifact:
     """`<package>/sharding_rules/<op>.py`: the user's function of a `custom` rule."""
+    from ..api.sharding import rule_module  # here: see sharding_artifacts
+
     source = spec_path(op, config)
     path = f"{config.package}/{rule_module(op).replace('.', '/')}.py"
     return Artifact(

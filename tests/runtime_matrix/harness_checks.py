@@ -85,3 +85,11 @@ def test_spec_tolerances_skip_float64_and_never_tighten():
     assert tolerances(torch.float32, None, None) == {}
     assert tolerances(torch.float32, 1e-4, None) == {"atol": 1e-4, "rtol": 1.3e-6}
     assert tolerances(torch.bfloat16, 1e-5, 1e-4) == {"atol": 1e-5, "rtol": 1.6e-2}
+
+
+def test_spec_tolerances_per_dtype_loosen_only_the_dtypes_named():
+    rtol = {"float16": 2e-3}
+    assert tolerances(torch.float16, None, rtol) == {"atol": 1e-5, "rtol": 2e-3}
+    assert tolerances(torch.float32, None, rtol) == {}  # torch's defaults
+    assert tolerances(torch.float64, None, rtol) == {}
+    assert tolerances(torch.bfloat16, {"bfloat16": 1e-3}, rtol) == {"atol": 1e-3, "rtol": 1.6e-2}

@@ -1,25 +1,47 @@
 // Shared helpers for the hand-written CPU kernels (user-owned, not generated).
 //
 // - argument checks with clear messages (device, dtype, shape)
-// - run-time CPU feature detection (AVX2 + FMA) so one binary runs on any
-//   x86-64: AVX2 code lives in functions marked EXAMPLE_AVX2 and is only
+// - run-time CPU feature detection (AVX2 + FMA + F16C) so one binary runs on
+//   any x86-64: AVX2 code lives in functions marked EXAMPLE_AVX2 and is only
 //   called when cpu_has_avx2_fma() is true; every kernel has a scalar twin.
+//   EXAMPLE_FORCE_SCALAR=1 in the environment (or -DEXAMPLE_FORCE_SCALAR at
+//   build time) selects the scalar twins, so one build can test both paths.
 // - AVX2 exp() for float/double (used by gelu / gelu_backward).
+// - float16 / bfloat16 <-> float32 conversions (scalar and AVX2/F16C), and the
+//   "round to the storage dtype" step that lets a kernel reproduce PyTorch's
+//   per-operation rounding of reduced-precision tensors (rms_norm, rotary).
+//
+// Note [No implicit FMA]
+// Some kernels reproduce reference arithmetic bit for bit (torchvision's IoU
+// and bilinear weights, vLLM's rotation, the per-op rounding of fp16/bf16
+// math). GCC contracts a*b + c into one fused multiply-add by default in
+// functions compiled for FMA, even across separate intrinsics, which changes
+// the last bit and can flip an IoU comparison. So contraction is off in every
+// file that includes this header (all of them: the inline helpers below must
+// compile alike in every translation unit); a kernel that wants an FMA writes
+// _mm256_fmadd_ps itself, as gelu and matmul do.
 #pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EXAMPLE_X86 1
-#define EXAMPLE_AVX2 __attribute__((target("avx2,fma")))
+#define EXAMPLE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #else
 #define EXAMPLE_X86 0
 #define EXAMPLE_AVX2
@@ -30,20 +52,29 @@ namespace kutil {
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
+using Half = torch::headeronly::Half;
+using BFloat16 = torch::headeronly::BFloat16;
 
 // Elements per parallel_for task for memory-bound elementwise kernels: below
 // ~64K elements the fork/join costs more than it saves.
 constexpr int64_t kElementwiseGrain = 1 << 16;
 
+// True when the AVX2 + FMA + F16C kernels may run (checked once).
 inline bool cpu_has_avx2_fma() {
 #if EXAMPLE_X86 && !defined(EXAMPLE_FORCE_SCALAR)  // -DEXAMPLE_FORCE_SCALAR: test the fallback
-  static const bool ok =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool ok = [] {
+    const char* force = std::getenv("EXAMPLE_FORCE_SCALAR");
+    if (force != nullptr && force[0] != '\0' && force[0] != '0') return false;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
   return ok;
 #else
   return false;
 #endif
 }
+
+inline const char* dtype_name(ScalarType st) { return torch::headeronly::toString(st); }
 
 inline void check_cpu(const Tensor& t, const char* op, const char* name) {
   STD_TORCH_CHECK(
@@ -60,6 +91,18 @@ inline void check_float_dtype(const Tensor& t, const char* op, const char* name)
       is_float_or_double(st),
       op, ": unsupported dtype ", torch::headeronly::toString(st),
       " for '", name, "'; supported dtypes are Float (float32) and Double (float64)");
+}
+
+inline bool is_reduced_float(ScalarType st) {
+  return st == ScalarType::Half || st == ScalarType::BFloat16;
+}
+
+// float32, float16 or bfloat16: the dtypes of the vLLM kernels.
+inline void check_llm_dtype(const Tensor& t, const char* op, const char* name) {
+  const ScalarType st = t.scalar_type();
+  STD_TORCH_CHECK(st == ScalarType::Float || is_reduced_float(st), op, ": unsupported dtype ",
+                  dtype_name(st), " for '", name,
+                  "'; supported dtypes are float32, float16 and bfloat16");
 }
 
 inline void check_same_dtype(
@@ -93,6 +136,23 @@ inline Tensor contig(const Tensor& t) {
   return t.is_contiguous() ? t : torch::stable::contiguous(t);
 }
 
+// A mutated argument is computed in place when it is contiguous; otherwise in
+// a contiguous copy (with its values) that write_back() copies into it.
+inline Tensor mutable_contig(const Tensor& t) { return contig(t); }
+
+inline void write_back(const Tensor& target, const Tensor& computed) {
+  if (computed.numel() > 0 && computed.data_ptr() != target.data_ptr()) {
+    Tensor dst = target;
+    torch::stable::copy_(dst, computed);
+  }
+}
+
+// Rows of work per parallel_for task for row-wise kernels of row length n:
+// below ~32K elements per task the fork/join costs more than it saves.
+inline int64_t row_grain(int64_t n) {
+  return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(n, 1));
+}
+
 // Fresh, contiguous, uninitialised tensor with t's sizes/dtype/device.
 inline Tensor empty_contig_like(const Tensor& t) {
   return torch::stable::new_empty(t, t.sizes());
@@ -106,6 +166,23 @@ inline void check_binary_elementwise(
   check_float_dtype(a, op, "a");
   check_same_dtype(a, b, op, "a", "b");
   check_same_sizes(a, b, op, "a", "b");
+}
+
+// ---- scalar element access (float32 math for every dtype) ---------------------
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(Half v) { return static_cast<float>(v); }
+inline float to_f32(BFloat16 v) { return static_cast<float>(v); }
+
+template <typename T>
+inline T from_f32(float v) {
+  return static_cast<T>(v);  // round to nearest even, as PyTorch's casts
+}
+
+// v rounded to T and back: one reduced-precision operation's result.
+template <typename T>
+inline float round_to(float v) {
+  return to_f32(from_f32<T>(v));
 }
 
 #if EXAMPLE_X86
@@ -205,7 +282,83 @@ EXAMPLE_AVX2 inline __m256i tail_mask_pd(int64_t rem) {
   alignas(32) static const int64_t m[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 4 - rem));
 }
+// ---- AVX2 element access: 8 lanes of float32 ----------------------------------
+
+EXAMPLE_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+EXAMPLE_AVX2 inline __m256 load8(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+EXAMPLE_AVX2 inline __m256 load8(const BFloat16* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+// float32 -> bfloat16 bits in the low half of each 32-bit lane, round to
+// nearest even, NaN -> 0x7FC0 (as c10::BFloat16).
+EXAMPLE_AVX2 inline __m256i bf16_bits(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), nan);
+}
+
+EXAMPLE_AVX2 inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+EXAMPLE_AVX2 inline void store8(Half* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+EXAMPLE_AVX2 inline void store8(BFloat16* p, __m256 v) {
+  const __m256i b = bf16_bits(v);
+  // pack the low 16 bits of the 8 lanes: packus works per 128-bit lane.
+  const __m256i packed = _mm256_packus_epi32(b, b);
+  const __m256i ordered = _mm256_permute4x64_epi64(packed, 0xD8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
+}
+
+// v rounded to T and back (per-operation rounding of fp16/bf16 math).
+EXAMPLE_AVX2 inline __m256 round8(__m256 v, const float*) { return v; }
+EXAMPLE_AVX2 inline __m256 round8(__m256 v, const Half*) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+EXAMPLE_AVX2 inline __m256 round8(__m256 v, const BFloat16*) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_bits(v), 16));
+}
+
+// The first n (< 8) elements, zero-filled.
+template <typename T>
+EXAMPLE_AVX2 inline __m256 load_n(const T* p, int64_t n) {
+  T buf[8];
+  std::memset(static_cast<void*>(buf), 0, sizeof(buf));
+  std::memcpy(static_cast<void*>(buf), p, sizeof(T) * n);
+  return load8(buf);
+}
+
+template <typename T>
+EXAMPLE_AVX2 inline void store_n(T* p, __m256 v, int64_t n) {
+  T buf[8];
+  store8(buf, v);
+  std::memcpy(static_cast<void*>(p), buf, sizeof(T) * n);
+}
 #endif  // EXAMPLE_X86
+
+// Calls f(T{}) with T the C++ type of a float32 / float16 / bfloat16 tensor.
+template <typename F>
+inline void dispatch_llm_dtype(ScalarType st, F&& f) {
+  switch (st) {
+    case ScalarType::Float:
+      f(float{});
+      break;
+    case ScalarType::Half:
+      f(Half{});
+      break;
+    case ScalarType::BFloat16:
+      f(BFloat16{});
+      break;
+    default:
+      STD_TORCH_CHECK(false, "unsupported dtype ", dtype_name(st));
+  }
+}
 
 }  // namespace kutil
 }  // namespace example

@@ -7,12 +7,20 @@
 //   (torch::stable::accelerator::Stream::nativeHandle() needs target >= 2.13.)
 // - device guard: torch::stable::accelerator::DeviceGuard (2.9+).
 // - launch/runtime errors: STD_CUDA_CHECK / STD_CUDA_KERNEL_LAUNCH_CHECK (2.10+).
+//
+// Note [Rounded device arithmetic]
+// nvcc contracts a*b + c into one FMA by default. Where a kernel must give
+// the CPU kernel's (and the reference's) bits, e.g. the IoU compared with the
+// nms threshold, bilinear weights, the rotation of fp16/bf16 values, it uses
+// the explicitly rounded mul/add/sub/div below, which nvcc never fuses.
 #pragma once
 
 #ifndef USE_CUDA
 #error "Compile the CUDA kernels with -DUSE_CUDA (the stable C shim only declares aoti_torch_get_current_cuda_stream under USE_CUDA)."
 #endif
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <torch/csrc/stable/accelerator.h>
@@ -33,6 +41,8 @@ namespace cuutil {
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
 
+inline const char* dtype_name(ScalarType st) { return torch::headeronly::toString(st); }
+
 inline void check_cuda(const Tensor& t, const char* op, const char* name) {
   STD_TORCH_CHECK(t.is_cuda(), op, ": expected '", name, "' to be a CUDA tensor");
 }
@@ -49,6 +59,13 @@ inline void check_float_dtype(const Tensor& t, const char* op, const char* name)
   STD_TORCH_CHECK(st == ScalarType::Float || st == ScalarType::Double, op,
                   ": unsupported dtype ", torch::headeronly::toString(st), " for '", name,
                   "'; supported dtypes are Float (float32) and Double (float64)");
+}
+
+inline void check_llm_dtype(const Tensor& t, const char* op, const char* name) {
+  const ScalarType st = t.scalar_type();
+  STD_TORCH_CHECK(st == ScalarType::Float || st == ScalarType::Half || st == ScalarType::BFloat16,
+                  op, ": unsupported dtype ", dtype_name(st), " for '", name,
+                  "'; supported dtypes are float32, float16 and bfloat16");
 }
 
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op,
@@ -79,6 +96,17 @@ inline Tensor contig(const Tensor& t) {
   return t.is_contiguous() ? t : torch::stable::contiguous(t);
 }
 
+// A mutated argument is computed in place when contiguous, else in a contiguous
+// copy that write_back() copies into it (same contract as the CPU kernels).
+inline Tensor mutable_contig(const Tensor& t) { return contig(t); }
+
+inline void write_back(const Tensor& target, const Tensor& computed) {
+  if (computed.numel() > 0 && computed.data_ptr() != target.data_ptr()) {
+    Tensor dst = target;
+    torch::stable::copy_(dst, computed);
+  }
+}
+
 inline Tensor empty_contig_like(const Tensor& t) {
   return torch::stable::new_empty(t, t.sizes());
 }
@@ -95,13 +123,65 @@ inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
-// Grid for a grid-stride loop over `work` items with `threads` per block.
-inline unsigned grid_for(int64_t work, int threads) {
+// Grid for a grid-stride loop over `work` items with `threads` per block
+// (capped: the loop covers the rest).
+inline unsigned grid_for(int64_t work, int threads, int64_t cap = int64_t(1) << 16) {
   const int64_t blocks = (work + threads - 1) / threads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(1) << 16)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, cap)));
 }
 
-// ---- device helpers -------------------------------------------------------
+// ---- element types: the CUDA twin of each torch dtype ------------------------------
+template <typename F>
+inline void dispatch_llm_dtype(ScalarType st, F&& f) {
+  switch (st) {
+    case ScalarType::Float:
+      f(float{});
+      break;
+    case ScalarType::Half:
+      f(__half{});
+      break;
+    case ScalarType::BFloat16:
+      f(__nv_bfloat16{});
+      break;
+    default:
+      STD_TORCH_CHECK(false, "unsupported dtype ", dtype_name(st));
+  }
+}
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// v rounded to T and back: the result of one operation in dtype T.
+template <typename T>
+__device__ __forceinline__ float round_to(float v) {
+  return to_f32(from_f32<T>(v));
+}
+
+// ---- explicitly rounded arithmetic (Note [Rounded device arithmetic]) ----------------
+
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
+
+// ---- reductions and elementwise maps ----------------------------------------
 // 16-byte vector of T (float4 / double2) for coalesced 128-bit accesses.
 template <typename T>
 struct alignas(16) Vec16 {

@@ -1,0 +1,134 @@
+// Row kernels shared by rms_norm and fused_add_rms_norm (user-owned).
+//
+// vLLM's arithmetic, reproduced step by step in float32 for every dtype:
+//   s = 1 / sqrt(sum(x^2) / n + epsilon)        (float32 accumulation)
+//   y = T(T(x * s) * w)                          (T: the tensor dtype)
+// The two roundings to T are the reference's `.to(input.dtype)` and the
+// product with weight in T; for float32 they are no-ops.
+#pragma once
+
+#include "kernel_utils.h"
+
+#include <cmath>
+
+namespace example {
+namespace rmsnorm {
+
+using kutil::from_f32;
+using kutil::round_to;
+using kutil::to_f32;
+
+template <typename T>
+inline float sumsq_scalar(const T* x, int64_t n) {
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int k = 0; k < 4; ++k) {
+      const float v = to_f32(x[j + k]);
+      acc[k] += v * v;
+    }
+  for (; j < n; ++j) {
+    const float v = to_f32(x[j]);
+    acc[0] += v * v;
+  }
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+// residual = T(x + residual) in place; returns the sum of squares of the new residual.
+template <typename T>
+inline float add_sumsq_scalar(const T* x, T* r, int64_t n) {
+  float acc = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float z = round_to<T>(to_f32(x[j]) + to_f32(r[j]));
+    r[j] = from_f32<T>(z);
+    acc += z * z;
+  }
+  return acc;
+}
+
+template <typename T>
+inline void scale_row_scalar(const T* x, const T* w, T* y, int64_t n, float s) {
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = from_f32<T>(round_to<T>(to_f32(x[j]) * s) * to_f32(w[j]));
+}
+
+inline float inv_rms(float sumsq, int64_t n, double epsilon) {
+  return 1.0f / std::sqrt(sumsq / static_cast<float>(n) + static_cast<float>(epsilon));
+}
+
+#if EXAMPLE_X86
+template <typename T>
+EXAMPLE_AVX2 float sumsq_avx2(const T* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    const __m256 v0 = kutil::load8(x + j), v1 = kutil::load8(x + j + 8);
+    const __m256 v2 = kutil::load8(x + j + 16), v3 = kutil::load8(x + j + 24);
+    a0 = _mm256_fmadd_ps(v0, v0, a0);
+    a1 = _mm256_fmadd_ps(v1, v1, a1);
+    a2 = _mm256_fmadd_ps(v2, v2, a2);
+    a3 = _mm256_fmadd_ps(v3, v3, a3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = kutil::load8(x + j);
+    a0 = _mm256_fmadd_ps(v, v, a0);
+  }
+  if (j < n) {
+    const __m256 v = kutil::load_n(x + j, n - j);
+    a1 = _mm256_fmadd_ps(v, v, a1);
+  }
+  return kutil::hsum256_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+template <typename T>
+EXAMPLE_AVX2 float add_sumsq_avx2(const T* x, T* r, int64_t n) {
+  const T* tag = nullptr;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 z0 = kutil::round8(_mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j)), tag);
+    const __m256 z1 =
+        kutil::round8(_mm256_add_ps(kutil::load8(x + j + 8), kutil::load8(r + j + 8)), tag);
+    kutil::store8(r + j, z0);
+    kutil::store8(r + j + 8, z1);
+    a0 = _mm256_fmadd_ps(z0, z0, a0);
+    a1 = _mm256_fmadd_ps(z1, z1, a1);
+  }
+  for (; j + 8 <= n; j += 8) {
+    const __m256 z = kutil::round8(_mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j)), tag);
+    kutil::store8(r + j, z);
+    a0 = _mm256_fmadd_ps(z, z, a0);
+  }
+  if (j < n) {
+    const __m256 z =
+        kutil::round8(_mm256_add_ps(kutil::load_n(x + j, n - j), kutil::load_n(r + j, n - j)), tag);
+    kutil::store_n(r + j, z, n - j);
+    a1 = _mm256_fmadd_ps(z, z, a1);  // the zero-filled lanes add nothing
+  }
+  return kutil::hsum256_ps(_mm256_add_ps(a0, a1));
+}
+
+template <typename T>
+EXAMPLE_AVX2 void scale_row_avx2(const T* x, const T* w, T* y, int64_t n, float s) {
+  const T* tag = nullptr;
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 t0 = kutil::round8(_mm256_mul_ps(kutil::load8(x + j), vs), tag);
+    const __m256 t1 = kutil::round8(_mm256_mul_ps(kutil::load8(x + j + 8), vs), tag);
+    kutil::store8(y + j, _mm256_mul_ps(t0, kutil::load8(w + j)));
+    kutil::store8(y + j + 8, _mm256_mul_ps(t1, kutil::load8(w + j + 8)));
+  }
+  for (; j + 8 <= n; j += 8) {
+    const __m256 t = kutil::round8(_mm256_mul_ps(kutil::load8(x + j), vs), tag);
+    kutil::store8(y + j, _mm256_mul_ps(t, kutil::load8(w + j)));
+  }
+  if (j < n) {
+    const __m256 t = kutil::round8(_mm256_mul_ps(kutil::load_n(x + j, n - j), vs), tag);
+    kutil::store_n(y + j, _mm256_mul_ps(t, kutil::load_n(w + j, n - j)), n - j);
+  }
+}
+#endif  // EXAMPLE_X86
+
+}  // namespace rmsnorm
+}  // namespace example

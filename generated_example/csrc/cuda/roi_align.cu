@@ -1,0 +1,86 @@
+// CUDA kernel of example::roi_align (user-owned), torchvision's semantics.
+// One thread per output element (k, c, ph, pw), grid-stride: it walks its
+// bin's samples in torchvision's order and sums w1 v1 + w2 v2 + w3 v3 + w4 v4
+// with rounded arithmetic, so it agrees with the CPU kernel bit for bit.
+#include "../roi_align.h"
+#include "roi_align_common.cuh"
+
+namespace example {
+namespace {
+
+constexpr const char* kOp = "example::roi_align";
+
+template <typename T>
+__global__ void roi_align_kernel(const T* __restrict__ input, const T* __restrict__ rois, T* __restrict__ out,
+                                 int64_t total, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                 T scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                                 bool aligned) {
+  using namespace cuutil;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pw = idx % pooled_width;
+    const int64_t ph = (idx / pooled_width) % pooled_height;
+    const int64_t c = (idx / pooled_width / pooled_height) % channels;
+    const int64_t k = idx / pooled_width / pooled_height / channels;
+    const auto g = roialign::geometry(rois + 5 * k, scale, pooled_height, pooled_width, sampling_ratio, aligned, batch);
+    const T* x = input + (g.batch * channels + c) * height * width;
+    const int64_t gh = g.grid_h > 0 && g.grid_w > 0 ? g.grid_h : 0;
+    T val = 0;
+    for (int64_t iy = 0; iy < gh; ++iy) {
+      const T y = roialign::sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
+      for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+        const T xx = roialign::sample_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
+        int64_t pos[4];
+        T w[4];
+        roialign::bilinear_tap(y, xx, height, width, pos, w);
+        const T s = add_rn(add_rn(add_rn(mul_rn(w[0], x[pos[0]]), mul_rn(w[1], x[pos[1]])), mul_rn(w[2], x[pos[2]])),
+                           mul_rn(w[3], x[pos[3]]));
+        val = add_rn(val, s);
+      }
+    }
+    const int64_t samples = gh * g.grid_w;
+    out[idx] = div_rn(val, static_cast<T>(samples > 1 ? samples : 1));
+  }
+}
+
+}  // namespace
+
+torch::stable::Tensor roi_align_cuda(const torch::stable::Tensor& input, const torch::stable::Tensor& rois,
+                                     double spatial_scale, int64_t pooled_height, int64_t pooled_width,
+                                     int64_t sampling_ratio, bool aligned) {
+  cuutil::check_cuda(input, kOp, "input");
+  cuutil::check_cuda(rois, kOp, "rois");
+  cuutil::check_same_device(input, rois, kOp, "input", "rois");
+  cuutil::check_float_dtype(input, kOp, "input");
+  cuutil::check_same_dtype(input, rois, kOp, "input", "rois");
+  STD_TORCH_CHECK(input.dim() == 4, kOp, ": expected 'input' of shape [N, C, H, W], got ", input.dim(), " dims");
+  STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
+                  ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
+  STD_TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": expected pooled sizes > 0, got ",
+                  pooled_height, " x ", pooled_width);
+  const torch::stable::accelerator::DeviceGuard guard(input.get_device_index());
+  const int64_t num_rois = rois.size(0), channels = input.size(1);
+  torch::stable::Tensor out = torch::stable::new_empty(input, {num_rois, channels, pooled_height, pooled_width});
+  if (out.numel() == 0) return out;
+  STD_TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kOp, ": expected a non-empty feature map");
+  const torch::stable::Tensor x = cuutil::contig(input);
+  const torch::stable::Tensor r = cuutil::contig(rois);
+  const cudaStream_t stream = cuutil::current_stream(input.get_device_index());
+  const int64_t total = out.numel();
+  constexpr int threads = 256;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    roi_align_kernel<T><<<cuutil::grid_for(total, threads, int64_t(1) << 20), threads, 0, stream>>>(
+        static_cast<const T*>(x.const_data_ptr()), static_cast<const T*>(r.const_data_ptr()),
+        static_cast<T*>(out.mutable_data_ptr()), total, input.size(0), channels, input.size(2), input.size(3),
+        static_cast<T>(spatial_scale), pooled_height, pooled_width, sampling_ratio, aligned);
+    STD_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (x.scalar_type() == cuutil::ScalarType::Float)
+    run(float{});
+  else
+    run(double{});
+  return out;
+}
+
+}  // namespace example

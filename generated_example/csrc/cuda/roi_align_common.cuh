@@ -1,0 +1,106 @@
+// Device twin of csrc/cpu/roi_align_common.h (user-owned): torchvision's roi
+// geometry and bilinear taps, with explicitly rounded arithmetic (Note
+// [Rounded device arithmetic]) so both devices sample the same points with
+// the same weights.
+//
+// The device cannot raise: a roi whose batch index is outside [0, N), or whose
+// adaptive grid is not finite or above 2^20 per axis, samples nothing (the
+// forward writes 0, the backward adds nothing); the CPU kernels raise instead.
+#pragma once
+
+#include "cuda_utils.cuh"
+
+namespace example {
+namespace roialign {
+
+template <typename T>
+struct Geometry {
+  int64_t batch;
+  T start_h, start_w, bin_h, bin_w;
+  int64_t grid_h, grid_w;  // samples per bin along y / x; <= 0: none
+};
+
+template <typename T>
+__device__ __forceinline__ int64_t adaptive_grid(T v) {
+  if (!(v == v)) return 0;
+  const T c = ceil(v);
+  if (c >= T(1 << 20)) return 0;
+  return c < T(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
+}
+
+template <typename T>
+__device__ __forceinline__ Geometry<T> geometry(const T* roi, T scale, int64_t pooled_height,
+                                                int64_t pooled_width, int64_t sampling_ratio, bool aligned,
+                                                int64_t batch_size) {
+  using namespace cuutil;
+  Geometry<T> g;
+  const T b = roi[0];
+  const bool valid = b > T(-1) && b < static_cast<T>(batch_size);
+  g.batch = valid ? static_cast<int64_t>(b) : 0;
+  const T offset = aligned ? T(0.5) : T(0.0);
+  g.start_w = sub_rn(mul_rn(roi[1], scale), offset);
+  g.start_h = sub_rn(mul_rn(roi[2], scale), offset);
+  T roi_w = sub_rn(sub_rn(mul_rn(roi[3], scale), offset), g.start_w);
+  T roi_h = sub_rn(sub_rn(mul_rn(roi[4], scale), offset), g.start_h);
+  if (!aligned) {  // std::max(size, 1)
+    roi_w = roi_w < T(1) ? T(1) : roi_w;
+    roi_h = roi_h < T(1) ? T(1) : roi_h;
+  }
+  g.bin_h = div_rn(roi_h, static_cast<T>(pooled_height));
+  g.bin_w = div_rn(roi_w, static_cast<T>(pooled_width));
+  g.grid_h = sampling_ratio > 0 ? sampling_ratio : adaptive_grid(g.bin_h);
+  g.grid_w = sampling_ratio > 0 ? sampling_ratio : adaptive_grid(g.bin_w);
+  if (!valid) g.grid_h = g.grid_w = 0;
+  return g;
+}
+
+// start + p * bin + T(i + 0.5f) * bin / grid, in that order.
+template <typename T>
+__device__ __forceinline__ T sample_coord(T start, int64_t p, T bin, int64_t i, int64_t grid) {
+  using namespace cuutil;
+  return add_rn(add_rn(start, mul_rn(static_cast<T>(p), bin)),
+                div_rn(mul_rn(static_cast<T>(static_cast<float>(i) + .5f), bin), static_cast<T>(grid)));
+}
+
+// The four taps of the sample at (y, x); false (zero weights, offsets 0) when it is empty.
+template <typename T>
+__device__ __forceinline__ bool bilinear_tap(T y, T x, int64_t height, int64_t width, int64_t pos[4], T w[4]) {
+  using namespace cuutil;
+  if (!(y >= -1.0 && y <= height && x >= -1.0 && x <= width)) {
+    for (int q = 0; q < 4; ++q) {
+      pos[q] = 0;
+      w[q] = 0;
+    }
+    return false;
+  }
+  if (y <= 0) y = 0;
+  if (x <= 0) x = 0;
+  int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x);
+  int64_t y_high, x_high;
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = static_cast<T>(y_low);
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    x = static_cast<T>(x_low);
+  } else {
+    x_high = x_low + 1;
+  }
+  const T ly = sub_rn(y, static_cast<T>(y_low)), lx = sub_rn(x, static_cast<T>(x_low));
+  const T hy = sub_rn(T(1), ly), hx = sub_rn(T(1), lx);
+  w[0] = mul_rn(hy, hx);
+  w[1] = mul_rn(hy, lx);
+  w[2] = mul_rn(ly, hx);
+  w[3] = mul_rn(ly, lx);
+  pos[0] = y_low * width + x_low;
+  pos[1] = y_low * width + x_high;
+  pos[2] = y_high * width + x_low;
+  pos[3] = y_high * width + x_high;
+  return true;
+}
+
+}  // namespace roialign
+}  // namespace example
