@@ -41,6 +41,8 @@ _PATH, _LINES = "path", "lines"
 
 
 def _encode(value: Any) -> Any:
+    if value is model.NONE_SAMPLE:  # the one instance samples compare with by identity
+        return {"n": None}
     if isinstance(value, Enum) and type(value).__name__ in _ENUMS:
         return {"e": type(value).__name__, "v": value.name}
     if isinstance(value, (str, int, float, bool)) or value is None:
@@ -66,6 +68,8 @@ def _decode(value: Any) -> Any:
         return tuple(_decode(v) for v in value["t"])
     if "d" in value:
         return {_decode(k): _decode(v) for k, v in value["d"]}
+    if "n" in value:
+        return model.NONE_SAMPLE
     if "e" in value:
         return _ENUMS[value["e"]][value["v"]]
     cls = _CLASSES[value["c"]]
