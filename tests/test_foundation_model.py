@@ -125,3 +125,25 @@ x = {shape = [2]}
     assert "unknown key 'colour'" in messages[0] and lines[0] == 4
     assert "unknown name 'y'" in messages[1] and lines[1] == 6
     assert "not a tensor input" in messages[2] and lines[2] == 8
+
+
+@pytest.mark.parametrize(
+    "schema, fake, rule",
+    [
+        ("(Tensor x) -> Tensor", 'like = "x"', "loop"),
+        ("(Tensor x) -> (Tensor, Tensor)", 'like = ["x", "x"]', "loop"),
+        # torch.vmap returns tensors only: a None or a number output has no batch dim
+        ("(Tensor x, int k) -> (Tensor, int)", 'expr = ["x.new_empty(x.shape)", "k"]', "none"),
+        ("(Tensor x) -> (Tensor, Tensor?)", 'expr = ["x.new_empty(x.shape)", "None"]', "none"),
+        ("(Tensor x) -> Tensor[]", 'expr = "[x.new_empty(x.shape)]"', "none"),
+        # each sample's output has a size of its own: no stacking them
+        (
+            "(Tensor x) -> Tensor",
+            'expr = "x.new_empty((torch.library.get_ctx().new_dynamic_size(),))"',
+            "none",
+        ),
+    ],
+)
+def test_the_default_batching_rule_stacks_only_outputs_it_can(schema, fake, rule):
+    op = op_from_toml(f'name = "mylib::foo"\nschema = "{schema}"\n[fake]\n{fake}\n')
+    assert op.vmap == rule

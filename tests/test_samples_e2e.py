@@ -56,7 +56,7 @@ SPECS = {
     """,
     "jagged_to_padded_dense": """
         name = "real::jagged_to_padded_dense"
-        schema = "(Tensor values, Tensor[] offsets, int[] max_lengths, float padding_value = 0) -> Tensor"
+        schema = "(Tensor values, Tensor[] offsets, SymInt[] max_lengths, float padding_value = 0) -> Tensor"
 
         [fake]
         expr = "values.new_empty((offsets[0].shape[0] - 1, max_lengths[0], values.shape[-1]))"
@@ -129,7 +129,7 @@ SPECS = {
     """,
     "every_type": """
         name = "real::every_type"
-        schema = "(Tensor x, int[] sizes, ScalarType dtype, str mode, Device device, float[] scales, bool flag, (int, int)? pair=None, int? k=None, str? note=None, Tensor? bias=None) -> (Tensor, Tensor?, int)"
+        schema = "(Tensor x, SymInt[] sizes, ScalarType dtype, str mode, Device device, float[] scales, bool flag, (int, int)? pair=None, int? k=None, str? note=None, Tensor? bias=None) -> (Tensor, Tensor?, int)"
 
         [fake]
         expr = [

@@ -135,3 +135,21 @@ def test_generated_dynamic_shape_test_fails_for_an_int_size(tmp_path: Path):
     assert "1 failed, 1 passed" in output, output
     assert "FAILED tests/test_pad_int.py::test_dynamic_shapes" in output, output
     assert "compiled 3 frames for 3 sizes: n is int in the schema" in output, output
+
+
+def test_an_int_that_sets_only_a_number_return_is_no_size():
+    """`-> (Tensor, int)`: the int return's fake expression sets a value, not a shape, so its
+    argument is neither warned about nor grown by the dynamic-shape test; one read by the
+    tensor's expression is."""
+    from _specs import op_from_toml
+
+    from opgen.spec.warnings import size_arguments, spec_warnings
+
+    op = op_from_toml(
+        'name = "mylib::count"\n'
+        'schema = "(Tensor x, int n, int k) -> (Tensor, int)"\n'
+        "[fake]\n"
+        'expr = ["x.new_empty((x.shape[0], n))", "k"]\n'
+    )
+    assert size_arguments(op) == ["n"]
+    assert [w.message.split(" is ")[0] for w in spec_warnings(op)] == ["argument 'n'"]

@@ -58,45 +58,76 @@ def _first_sample(samples, spec: str, what: str) -> dict[str, Any]:
     return sample
 
 
+# (dim, size): only that dim of the tensors where it has that size grows
+Tie = tuple[int, int]
+
+
+def _grown_shape(shape: tuple[int, ...], step: int, tie: Tie | None) -> tuple[int, ...]:
+    if tie is None:
+        return tuple(_grow(d, step) for d in shape)
+    dim, size = tie
+    if len(shape) < abs(dim) + (dim >= 0) or shape[dim] != size:
+        return shape
+    grown = list(shape)
+    grown[dim] = _grow(size, step)
+    return tuple(grown)
+
+
 def _make(
     value: Any,
     device: str,
     dtype: torch.dtype,
     step: int,
     sizes: bool = False,
-    rows: int | None = None,
+    tie: Tie | None = None,
 ) -> Any:
     """A sample value with every size grown by `step`: tensors' dims, and the op's size ints.
 
-    With `rows`, only dim 0 of the tensors whose dim 0 is `rows` grows (and no int): for ops
-    whose inputs tie their other dims together (`out` [n, d] beside `input` [n, 2 d]).
+    With `tie`, only that dim of the tensors where it has that size grows (and no int): for
+    ops whose inputs tie their other dims together (`out` [n, d] beside `input` [n, 2 d], or
+    a dense [b, l, d] beside its offsets of b + 1 exact values).
     """
     if isinstance(value, TensorSpec):
-        shape = value.shape
-        if _growable(value) and rows is None:
-            shape = tuple(_grow(d, step) for d in value.shape)
-        elif _growable(value) and shape and shape[0] == rows:
-            shape = (_grow(shape[0], step), *shape[1:])
+        shape = _grown_shape(value.shape, step, tie) if _growable(value) else value.shape
         return _tensor(
             dataclasses.replace(value, shape=shape, noncontiguous=False), device, dtype, False
         )
     if isinstance(value, list) and value and isinstance(value[0], TensorSpec):
-        return [_make(v, device, dtype, step, rows=rows) for v in value]
-    if rows is None and sizes and isinstance(value, int) and not isinstance(value, bool):
+        return [_make(v, device, dtype, step, tie=tie) for v in value]
+    if tie is None and sizes and isinstance(value, int) and not isinstance(value, bool):
         return _grow(value, step)
-    if rows is None and sizes and isinstance(value, list):
+    if tie is None and sizes and isinstance(value, list):
         return [_grow(v, step) for v in value]
     return value
 
 
-def _rows(sample: dict[str, Any]) -> int | None:
-    """Dim 0 of the sample's first random tensor: the rows that grow when nothing else can."""
-    for value in sample.values():
-        specs = value if isinstance(value, list) else [value]
-        for spec in specs:
-            if isinstance(spec, TensorSpec) and _growable(spec) and spec.shape:
-                return spec.shape[0]
-    return None
+def _specs(sample: dict[str, Any]) -> list[TensorSpec]:
+    """The sample's tensors, lists opened, in argument order."""
+    return [
+        spec
+        for value in sample.values()
+        for spec in (value if isinstance(value, list) else [value])
+        if isinstance(spec, TensorSpec)
+    ]
+
+
+def _ties(sample: dict[str, Any]) -> list[Tie]:
+    """Dim 0, then the last dim, of the sample's first random tensor with dims: what grows when
+    not every size can."""
+    first = next((s for s in _specs(sample) if _growable(s) and s.shape), None)
+    if first is None:
+        return []
+    ties = [(0, first.shape[0]), (-1, first.shape[-1])]
+    return ties[:1] if len(first.shape) == 1 else ties
+
+
+def _accepts(call: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the op runs on these grown inputs (sizes it ties to exact values may not grow)."""
+    try:
+        call(kwargs)
+    except Exception:
+        return False
+    return True
 
 
 def _carried(value: Any, device: str) -> Any:
@@ -123,6 +154,7 @@ def check_dynamic_shapes(
     specialize on it and compile again for every value: declare it SymInt.
     """
     import torch._dynamo
+    import torch.fx.experimental._config
     from torch._dynamo.testing import CompileCounter
 
     sample = _first_sample(samples, spec, "the dynamic-shape test")
@@ -133,29 +165,30 @@ def check_dynamic_shapes(
         kwargs = {name: _read(value) if name in sizes else value for name, value in inputs.items()}
         return _outputs(op(**kwargs), kwargs, mutated)
 
-    def grown(step: int, rows: int | None) -> dict[str, Any]:
+    def grown(step: int, tie: Tie | None) -> dict[str, Any]:
         return {
-            name: _make(value, device, dtype, step, name in sizes, rows)
+            name: _make(value, device, dtype, step, name in sizes, tie)
             for name, value in sample.items()
         }
 
-    # Every size grows where the op accepts that; where its inputs tie dims together, the rows.
-    rows = None
-    try:
-        call(grown(_GROWTH[-1], None))
-    except Exception:
-        rows = _rows(sample)
+    # Every size grows where the op accepts that; where its inputs tie sizes together, dim 0
+    # alone, else the last dim alone; where the sample fixes them all, none (three calls alike).
+    ties = [t for t in (None, *_ties(sample)) if _accepts(call, grown(_GROWTH[-1], t))]
+    growth = _GROWTH if ties else (0,) * len(_GROWTH)
     compiled = torch.compile(call, backend=counter, dynamic=True, fullgraph=True)
-    for step in _GROWTH:
-        kwargs = grown(step, rows)
-        expected = call(_clone(kwargs))
-        got = compiled(
-            {
-                name: _carried(v, device) if name in sizes else v
-                for name, v in _clone(kwargs).items()
-            }
-        )
-        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
+    # Without duck sizing: sizes a sample makes equal by chance (offsets of 4 values beside a
+    # size of 4) are not tied together, so only the op's own specializations recompile.
+    with torch.fx.experimental._config.patch(use_duck_shape=False):
+        for step in growth:
+            kwargs = grown(step, ties[0] if ties else None)
+            expected = call(_clone(kwargs))
+            got = compiled(
+                {
+                    name: _carried(v, device) if name in sizes else v
+                    for name, v in _clone(kwargs).items()
+                }
+            )
+            _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
     why = (
         f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and "
         "torch.compile specializes on ints: declare them SymInt (the kernel still receives "
@@ -193,38 +226,28 @@ def _bound(
     return bound
 
 
-def _dynamic_batch(tensors: list[torch.Tensor]) -> list[Any]:
-    """Dim 0 of the first tensor is the batch; other tensors share it where their dim 0 is as
-    long."""
+def _dynamic_dims(sample: dict[str, Any], tie: Tie | None) -> list[Any]:
+    """Per tensor of the sample (lists opened): {dim: Dim} where `tie` grows it, else None."""
     from torch.export import Dim
 
-    first = tensors[0]
-    if first.dim() == 0 or first.shape[0] < 2:
-        return [None] * len(tensors)
-    batch = Dim("batch")
-    return [{0: batch} if t.dim() and t.shape[0] == first.shape[0] else None for t in tensors]
-
-
-def _grown_batch(value: Any, grow: Any) -> Any:
-    """A sample value whose tensors flagged in `grow` (one flag per tensor, in order) have 3 more
-    rows."""
-    if isinstance(value, TensorSpec):
-        grown = next(grow) and _growable(value)
-        return (
-            dataclasses.replace(value, shape=(value.shape[0] + 3, *value.shape[1:]))
-            if grown
-            else value
+    if tie is None:
+        return [None] * len(_specs(sample))
+    size = Dim("size")
+    return [
+        (
+            {tie[0] % len(s.shape): size}
+            if _growable(s) and _grown_shape(s.shape, 3, tie) != s.shape
+            else None
         )
-    if isinstance(value, list) and value and isinstance(value[0], TensorSpec):
-        return [_grown_batch(v, grow) for v in value]
-    return value
+        for s in _specs(sample)
+    ]
 
 
 def check_export(
     wrapper, samples, device, dtype, mutated=(), atol=None, rtol=None, spec="the spec"
 ) -> None:
-    """torch.export.export of a module calling the op (batch dim dynamic where the sample allows)
-    runs like eager at another batch size."""
+    """torch.export.export of a module calling the op, one dim dynamic where the sample allows
+    (dim 0, else the last), runs like eager at another size of that dim."""
 
     def batched(sample: dict[str, Any]) -> bool:
         return any(
@@ -240,22 +263,28 @@ def check_export(
     leaves = _leaves(kwargs)
     tensors = [kwargs[n] if i is None else kwargs[n][i] for n, i in leaves]
 
+    def call(inputs: dict[str, Any]) -> Any:
+        return _outputs(wrapper(**inputs), inputs, mutated)
+
     class Op(torch.nn.Module):
         def forward(self, *inputs: torch.Tensor) -> Any:
-            bound = _bound(kwargs, leaves, inputs)
-            return _outputs(wrapper(**bound), bound, mutated)
+            return call(_bound(kwargs, leaves, inputs))
 
-    dynamic = _dynamic_batch(tensors) if tensors else []
+    def grown(tie: Tie | None) -> dict[str, Any]:
+        step = 0 if tie is None else 3
+        return {name: _make(value, device, dtype, step, tie=tie) for name, value in sample.items()}
+
+    # Dim 0 is dynamic where the op accepts 3 more rows; else the last dim where it accepts
+    # that (sizes tied to exact values stay); else none: the program runs at the sample's size.
+    tie = next((t for t in _ties(sample) if t[1] >= 2 and _accepts(call, grown(t))), None)
+    dynamic = _dynamic_dims(sample, tie)
     program = torch.export.export(
         Op(), tuple(tensors), dynamic_shapes=(tuple(dynamic),) if tensors else None
     )
-    flags = iter(d is not None for d in dynamic)
-    grown = {
-        name: _make(_grown_batch(value, flags), device, dtype, 0) for name, value in sample.items()
-    }
-    eager = _clone(grown)
+    larger = grown(tie)
+    eager = _clone(larger)
     expected = _outputs(wrapper(**eager), eager, mutated)
-    got = program.module()(*(grown[n] if i is None else grown[n][i] for n, i in _leaves(grown)))
+    got = program.module()(*(larger[n] if i is None else larger[n][i] for n, i in _leaves(larger)))
     _assert_same(got, expected, _message(wrapper, 0), **tolerances(dtype, atol, rtol))
 
 

@@ -32,7 +32,7 @@ def _pick(samples, device, dtype, names, reference=None) -> dict[str, Any] | Non
             isinstance(t, torch.Tensor) and t.numel() for t in tensors
         ):
             continue
-        if reference is not None and not all(o.numel() for o in _as_tuple(reference(**kwargs))):
+        if reference is not None and not all(o.numel() for o in tensors_of(reference(**kwargs))):
             continue
         size = sum(
             t.numel()
@@ -75,6 +75,16 @@ def _as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
+def _differentiable(fn: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """`fn` returning its floating (and complex) output tensors, lists opened, as one tuple:
+    what torch.func differentiates (an index, offsets or number output has no gradient)."""
+
+    def call(*args: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(o for o in tensors_of(fn(*args)) if o.is_floating_point() or o.is_complex())
+
+    return call
+
+
 def _no_sample(what: str, spec: str) -> str:
     return (
         f"no sample of {spec} gives every differentiable input a non-empty tensor and a non-empty "
@@ -83,27 +93,30 @@ def _no_sample(what: str, spec: str) -> str:
 
 
 def check_torch_func(
-    wrapper, reference, samples, device, differentiable, jvp=True, spec="the spec"
+    wrapper, reference, samples, device, differentiable, jvp=True, batched=True, spec="the spec"
 ) -> None:
     """Through the typed wrapper, torch.func agrees with itself on the reference expression.
 
     grad, vjp, jacrev, jvp, jacfwd and torch.autograd.forward_ad, in float64 on
-    the smallest sample. Without a [jvp] table the forward-mode ones must raise
-    an error naming it (never return zeros).
+    the smallest sample, over the floating outputs. Without a [jvp] table the
+    forward-mode ones must raise an error naming it (never return zeros); without
+    a batching rule (`batched=False`) jacfwd, which vmaps the op itself, must
+    raise torch's error for an autograd.Function without vmap support.
     """
     names = _tensor_names(samples, differentiable)
     kwargs = _pick(samples, device, torch.float64, names, reference)
     if kwargs is None:
         raise AssertionError(_no_sample("torch.func", spec))
     primals = tuple(_detached(kwargs[name]) for name in names)
-    ours, theirs = _function_of(wrapper, kwargs, names), _function_of(reference, kwargs, names)
+    ours = _differentiable(_function_of(wrapper, kwargs, names))
+    theirs = _differentiable(_function_of(reference, kwargs, names))
     argnums = tuple(range(len(names)))
     torch.manual_seed(7)
-    weights = tuple(torch.randn_like(o) for o in _as_tuple(theirs(*primals)))
+    weights = tuple(torch.randn_like(o) for o in theirs(*primals))
     tangents = tuple(_like(p, torch.randn_like) for p in primals)
 
     def scalar(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return lambda *t: sum((o * w).sum() for o, w in zip(_as_tuple(fn(*t)), weights))
+        return lambda *t: sum((o * w).sum() for o, w in zip(fn(*t), weights))
 
     def same(label: str, got: Any, expected: Any) -> None:
         torch.testing.assert_close(
@@ -115,11 +128,10 @@ def check_torch_func(
         torch.func.grad(scalar(ours), argnums)(*primals),
         torch.func.grad(scalar(theirs), argnums)(*primals),
     )
-    cotangents = weights if len(weights) > 1 else weights[0]
     same(
         "vjp",
-        torch.func.vjp(ours, *primals)[1](cotangents),
-        torch.func.vjp(theirs, *primals)[1](cotangents),
+        torch.func.vjp(ours, *primals)[1](weights),
+        torch.func.vjp(theirs, *primals)[1](weights),
     )
     same(
         "jacrev",
@@ -132,7 +144,10 @@ def check_torch_func(
         "forward_ad": lambda fn: _forward_ad(fn, primals, tangents),
     }
     for label, run in forward.items():
-        if jvp:
+        if label == "jacfwd" and not batched:
+            with pytest.raises(RuntimeError, match="does not have vmap support"):
+                run(ours)
+        elif jvp:
             same(label, run(ours), run(theirs) if label != "forward_ad" else forward["jvp"](theirs))
         else:
             with pytest.raises(RuntimeError, match=re.escape("add a [jvp] table")):
@@ -163,8 +178,8 @@ def check_raw_handle_refuses(op, samples, device, differentiable, public, spec="
     if kwargs is None:
         raise AssertionError(_no_sample("the torch.ops check", spec))
     primals = tuple(_detached(kwargs[name]) for name in names)
-    raw = _function_of(op, kwargs, names)
-    scalar = lambda *t: sum(o.sum() for o in _as_tuple(raw(*t)))  # noqa: E731
+    raw = _differentiable(_function_of(op, kwargs, names))
+    scalar = lambda *t: sum(o.sum() for o in raw(*t))  # noqa: E731
     match = re.escape(f"call {public}(...) eagerly instead")
     with pytest.raises(RuntimeError, match=match):
         torch.func.grad(scalar)(*primals)
@@ -327,8 +342,8 @@ def check_vmap_grad(wrapper, reference, samples, device, differentiable, spec="t
     argnums = tuple(range(len(names)))
 
     def scalar(op) -> Callable[..., Any]:
-        fn = _function_of(op, kwargs, names)
-        return lambda *t: sum(o.sum() for o in _as_tuple(fn(*t)))
+        fn = _differentiable(_function_of(op, kwargs, names))
+        return lambda *t: sum(o.sum() for o in fn(*t))
 
     with _without_vmap_fallback():
         got = torch.vmap(torch.func.grad(scalar(wrapper), argnums))(*batched)

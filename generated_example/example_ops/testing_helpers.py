@@ -311,16 +311,21 @@ def roi_align_backward_reference(
     sampling_ratio: int,
     aligned: bool,
 ) -> Tensor:
-    """The gradient of roi_align_reference with respect to its input (autograd of the gather)."""
-    x = torch.zeros((batch_size, channels, height, width), dtype=grad.dtype, requires_grad=True)
-    with torch.enable_grad():
-        out = roi_align_reference(
+    """The gradient of roi_align_reference with respect to its input: the gather's adjoint, as
+    torch.func.vjp computes it, so that it is itself differentiable in `grad` (roi_align is
+    linear in its input) under autograd and torch.func alike."""
+    x = torch.zeros((batch_size, channels, height, width), dtype=grad.dtype, device=grad.device)
+    if grad.numel() == 0:
+        return x
+
+    def forward(x: Tensor) -> Tensor:
+        return roi_align_reference(
             x, rois.detach(), spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned
         )
-        if out.numel() == 0:
-            return torch.zeros_like(x, requires_grad=False)
-        (grad,) = torch.autograd.grad(out, x, grad.detach())
-    return grad
+
+    _, pullback = torch.func.vjp(forward, x)
+    (result,) = pullback(grad)
+    return result
 
 
 def valid_rois(

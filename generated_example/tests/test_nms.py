@@ -20,9 +20,6 @@ from example_ops._testing_pt2 import (
     check_dynamic_shapes,
     check_export,
 )
-from example_ops._testing_transforms import (
-    check_vmap,
-)
 
 OP = torch.ops.example.nms.default
 SPEC = "ops/nms.toml"
@@ -97,11 +94,6 @@ def test_compile_matches_eager(device):
         rtol=RTOL,
         spec=SPEC,
     )
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_vmap(device):
-    check_vmap(OP, WRAPPER, SAMPLES, device, DTYPES[0], "loop", (), atol=ATOL, rtol=RTOL, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -53,8 +53,7 @@ def compile_expectation(op: OpSpec) -> str:
         return "alias_error"
     if len(op.returns) == 1:
         family = op.returns[0].family
-        dynamic = any("new_dynamic_size" in e for e in op.fake.expr)
-        if family in _UNSUPPORTED_ALONE or (family == "SymInt" and not dynamic):
+        if family in _UNSUPPORTED_ALONE or (family == "SymInt" and not op.fake.data_dependent):
             return "unsupported"
     return "run"
 

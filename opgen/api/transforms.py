@@ -16,7 +16,12 @@ from the package's generated `_batching.py`:
   wrote a rule for;
 - "custom": `kernels/<op>_vmap.py`, created once (a loop to start from) and
   then yours;
-- "none" (mutating ops, ops returning Tensor[]): no rule; torch's fallback.
+- "none": no rule; torch's fallback. The default, and the only rule, for
+  mutating ops and for ops whose outputs no rule can stack: a Tensor[],
+  Tensor?, number or other non-tensor return (torch.vmap returns tensors
+  only), or an output whose size depends on the values (`new_dynamic_size()`
+  in [fake]: each sample's output has its own size). No vmap test is generated
+  for them.
 """
 
 from __future__ import annotations

@@ -137,6 +137,11 @@ class FakeRule:
     expr: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
 
+    @property
+    def data_dependent(self) -> bool:
+        """Whether an output's size depends on the input values (`new_dynamic_size()`)."""
+        return any("new_dynamic_size" in e for e in self.expr)
+
 
 @dataclass(frozen=True)
 class JvpRule:

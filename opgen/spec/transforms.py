@@ -16,7 +16,7 @@ from .expr import ExprProblem, check_expression
 from .fields import shown, suggest, typed
 from .formulas import EXPR_GLOBALS, callable_ops
 from .load import LoadedToml
-from .model import VMAP_RULES, Arg, GradFormula, JvpRule, Ret
+from .model import VMAP_RULES, Arg, FakeRule, GradFormula, JvpRule, Ret
 from .tangents import tangent_names
 
 __all__ = [
@@ -185,12 +185,20 @@ def build_vmap(
     data: dict[str, Any],
     args: tuple[Arg, ...],
     rets: tuple[Ret, ...],
+    fake: FakeRule,
 ) -> tuple[str, tuple[str, ...]]:
-    """`vmap` and `vmap_leading`: the batching rule and, for "leading", the batch-agnostic inputs."""
+    """`vmap` and `vmap_leading`: the batching rule and, for "leading", the batch-agnostic inputs.
+
+    Only ops whose every return is a Tensor of a size the input shapes fix get a
+    rule (Note [Batching rules] in opgen/api/transforms.py): torch.vmap returns
+    tensors only (a None, a number or a list has no batch dim), and samples whose
+    outputs have sizes of their own cannot be stacked.
+    """
     tensors = [a for a in args if a.differentiable]
     functional = bool(rets) and bool(tensors) and not any(a.mutated for a in args)
     list_returns = any(r.type.family == "Tensor[]" for r in rets)
-    default = "loop" if functional and not list_returns else "none"
+    unbatchable = _unbatchable(rets, fake)
+    default = "loop" if functional and not list_returns and not unbatchable else "none"
     rule = data.get("vmap", default)
     leading = data.get("vmap_leading")
     if rule not in VMAP_RULES:
@@ -213,6 +221,13 @@ def build_vmap(
             doc.line("vmap"),
             f"vmap = {rule!r}: opgen generates no batching rules for ops returning Tensor[]",
             'remove the line (vmap = "none": torch\'s per-sample fallback)',
+        )
+        return "none", ()
+    if rule != "none" and unbatchable:
+        sink.error(
+            doc.line("vmap"),
+            f"vmap = {rule!r}: this op {unbatchable}",
+            'remove the line (vmap = "none": no batching rule)',
         )
         return "none", ()
     lists = [a.name for a in tensors if a.is_tensor_list]
@@ -245,6 +260,19 @@ def build_vmap(
         )
         return rule, tuple(names[:1])
     return rule, tuple(n for n in names if n in leading)
+
+
+def _unbatchable(rets: tuple[Ret, ...], fake: FakeRule) -> str | None:
+    """Why no batching rule can stack the op's outputs, or None (Tensor[] returns aside)."""
+    other = [r.type.spelling for r in rets if r.type.family not in ("Tensor", "Tensor[]")]
+    if other:
+        return f"returns {', '.join(other)}, and torch.vmap returns tensors only"
+    if fake.data_dependent:
+        return (
+            "returns a size that depends on the values ([fake] expr calls new_dynamic_size()): "
+            "the outputs of a batch's samples cannot be stacked"
+        )
+    return None
 
 
 def build_autocast(

@@ -249,7 +249,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
     bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
     jvp = build_jvp(sink, doc, tables["jvp"], args, rets, grads, op_names)
-    vmap, vmap_leading = build_vmap(sink, doc, data, args, rets)
+    vmap, vmap_leading = build_vmap(sink, doc, data, args, rets, fake)
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)

@@ -16,6 +16,7 @@ __all__ = ["spec_warnings", "SIZE_INT_TYPES", "int_arguments", "size_arguments"]
 # Schema types that torch.compile specializes on (SymInt and SymInt[] it keeps symbolic).
 SIZE_INT_TYPES = ("int", "int?", "int[]", "int[]?")
 _SIZE_TYPES = (*SIZE_INT_TYPES, "SymInt", "SymInt?", "SymInt[]", "SymInt[]?")
+_TENSOR_RETURNS = ("Tensor", "Tensor?", "Tensor[]")
 
 
 def int_arguments(op: OpSpec) -> list[str]:
@@ -24,10 +25,17 @@ def int_arguments(op: OpSpec) -> list[str]:
 
 
 def size_arguments(op: OpSpec) -> list[str]:
-    """The integer arguments the fake kernel's output shape reads (`[fake] expr`), in schema order."""
+    """The integer arguments the fake kernel's output shapes read (`[fake] expr`), in schema order.
+
+    The expression of a number return (`-> (Tensor, int)`) sets a value, not a shape: the
+    integers it alone reads are not sizes.
+    """
+    texts = op.fake.expr
+    if len(texts) == len(op.returns):
+        texts = tuple(t for t, r in zip(texts, op.returns) if r.family in _TENSOR_RETURNS)
     used = {
         node.id
-        for text in op.fake.expr
+        for text in texts
         for node in ast.walk(ast.parse(text, mode="eval"))
         if isinstance(node, ast.Name)
     }

@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import _batching
 from .. import _library  # noqa: F401  (the schema must exist before registrations)
 from .._runtime import (
     AFTER_AUTOGRAD as _AFTER_AUTOGRAD,
@@ -79,10 +78,6 @@ class _NmsFunction(torch.autograd.Function):
     def jvp(ctx, *tangents):
         _no_gradient(_NO_JVP)
 
-    @staticmethod
-    def vmap(info, in_dims, dets, scores, iou_threshold):
-        return _batching.loop(_apply, info, in_dims, dets, scores, iou_threshold)
-
 
 _plain_apply = _plain_apply_of(_NmsFunction)
 
@@ -105,13 +100,6 @@ def _autograd(_keyset, dets, scores, iou_threshold):
 
 
 _lib.impl("nms", _autograd, "Autograd", with_keyset=True)
-
-
-def _vmap(info, in_dims, dets, scores, iou_threshold):
-    return _batching.loop(_handle, info, in_dims, dets, scores, iou_threshold)
-
-
-torch.library.register_vmap("example::nms", _vmap, lib=_lib)
 
 
 def nms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
