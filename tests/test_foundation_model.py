@@ -136,6 +136,8 @@ x = {shape = [2]}
         ("(Tensor x, int k) -> (Tensor, int)", 'expr = ["x.new_empty(x.shape)", "k"]', "none"),
         ("(Tensor x) -> (Tensor, Tensor?)", 'expr = ["x.new_empty(x.shape)", "None"]', "none"),
         ("(Tensor x) -> Tensor[]", 'expr = "[x.new_empty(x.shape)]"', "none"),
+        # torch.library.register_vmap refuses keyword-only tensors
+        ("(Tensor x, *, Tensor? w=None) -> Tensor", 'like = "x"', "none"),
         # each sample's output has a size of its own: no stacking them
         (
             "(Tensor x) -> Tensor",

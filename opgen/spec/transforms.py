@@ -197,7 +197,7 @@ def build_vmap(
     tensors = [a for a in args if a.differentiable]
     functional = bool(rets) and bool(tensors) and not any(a.mutated for a in args)
     list_returns = any(r.type.family == "Tensor[]" for r in rets)
-    unbatchable = _unbatchable(rets, fake)
+    unbatchable = _unbatchable(args, rets, fake)
     default = "loop" if functional and not list_returns and not unbatchable else "none"
     rule = data.get("vmap", default)
     leading = data.get("vmap_leading")
@@ -262,8 +262,14 @@ def build_vmap(
     return rule, tuple(n for n in names if n in leading)
 
 
-def _unbatchable(rets: tuple[Ret, ...], fake: FakeRule) -> str | None:
-    """Why no batching rule can stack the op's outputs, or None (Tensor[] returns aside)."""
+def _unbatchable(args: tuple[Arg, ...], rets: tuple[Ret, ...], fake: FakeRule) -> str | None:
+    """Why no batching rule can be registered for the op, or None (Tensor[] returns aside)."""
+    kwarg_only = [a.name for a in args if a.differentiable and a.kwarg_only]
+    if kwarg_only:
+        return (
+            f"takes keyword-only tensors ({', '.join(kwarg_only)}), and "
+            "torch.library.register_vmap refuses those (torch 2.13)"
+        )
     other = [r.type.spelling for r in rets if r.type.family not in ("Tensor", "Tensor[]")]
     if other:
         return f"returns {', '.join(other)}, and torch.vmap returns tensors only"
