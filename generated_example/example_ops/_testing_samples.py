@@ -151,9 +151,7 @@ def dtype_coverage(samples: Samples, dtypes: Iterable[torch.dtype]) -> dict[str,
     lines = {}
     for dtype in dtypes:
         built = [tensors_of(list(s.values())) for s in materialize(samples, "cpu", dtype)]
-        having = [
-            i + 1 for i, tensors in enumerate(built) if any(t.dtype == dtype for t in tensors)
-        ]
+        having = [i + 1 for i, ts in enumerate(built) if any(t.dtype == dtype for t in ts)]
         name = str(dtype).removeprefix("torch.")
         lines[name] = f"{name}: in samples {having or 'none'}"
         if not having:

@@ -47,6 +47,8 @@ def _encode(value: Any) -> Any:
         return {"e": type(value).__name__, "v": value.name}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if value is model.NONE_SAMPLE:  # `x = {none = true}` in a sample: the one instance
+        return {"none": True}
     if isinstance(value, tuple):
         return {"t": [_encode(v) for v in value]}
     if isinstance(value, list):
@@ -72,6 +74,8 @@ def _decode(value: Any) -> Any:
         return model.NONE_SAMPLE
     if "e" in value:
         return _ENUMS[value["e"]][value["v"]]
+    if "none" in value:
+        return model.NONE_SAMPLE
     cls = _CLASSES[value["c"]]
     return cls(**{name: _decode(v) for name, v in value["f"].items()})
 
