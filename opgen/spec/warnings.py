@@ -32,7 +32,9 @@ def size_arguments(op: OpSpec) -> list[str]:
     """
     texts = op.fake.expr
     if len(texts) == len(op.returns):
-        texts = tuple(t for t, r in zip(texts, op.returns) if r.family in _TENSOR_RETURNS)
+        texts = tuple(
+            t for t, r in zip(texts, op.returns, strict=True) if r.family in _TENSOR_RETURNS
+        )
     used = {
         node.id
         for text in texts
