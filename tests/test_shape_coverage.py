@@ -3,14 +3,13 @@ sample: an op that accepts one size only passes them without proving its fake ke
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from opgen.generate import generate
+
+from _support import run_generated_tests
 
 _CONFIG = """\
 [project]
@@ -61,20 +60,14 @@ def test_tests_that_grow_no_size_warn_and_fail_under_error(tmp_path: Path) -> No
     for name, check in (("fixed", _FIXED), ("free", "")):
         kernel = _KERNEL.format(name=name, check=check)
         (tmp_path / "grow_ops" / "kernels" / f"{name}.py").write_text(kernel)
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    output = run_generated_tests(
+        tmp_path,
+        "-rf",
+        "-W",
+        "error::grow_ops._testing.CoverageWarning",
+        "-k",
+        "test_dynamic_shapes or test_export",
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
-        + ["-W", "error::grow_ops._testing.CoverageWarning"]
-        + ["-k", "test_dynamic_shapes or test_export", "tests"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = run.stdout[-8000:] + run.stderr[-2000:]
     assert "2 failed, 2 passed" in output, output
     for test in ("test_dynamic_shapes", "test_export"):
         assert f"FAILED tests/test_fixed.py::{test}" in output, output
