@@ -37,7 +37,13 @@ def copy_project(src: Path, dst: Path) -> Path:
 
 def site_dirs() -> list[str]:
     """Where the running interpreter finds its packages (a venv's own and any a .pth file added)."""
-    return list(dict.fromkeys(p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()))
+    return list(
+        dict.fromkeys(
+            p
+            for p in sys.path
+            if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
+        )
+    )
 
 
 def make_venv(path: Path, python: str | None = None) -> Path:
@@ -58,7 +64,12 @@ def make_venv(path: Path, python: str | None = None) -> Path:
     bin_python = path / "bin" / "python"
     import subprocess
 
-    site = subprocess.run([bin_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [bin_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "running_interpreter.pth").write_text("".join(f"{d}\n" for d in site_dirs()))
     return bin_python
 
@@ -66,3 +77,16 @@ def make_venv(path: Path, python: str | None = None) -> Path:
 def clean_env() -> dict[str, str]:
     """The environment without PYTHONPATH, so a subprocess imports what its interpreter has installed."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def run_generated_tests(root: Path, *args: str) -> str:
+    """Run a generated project's tests (`pytest -q ARGS tests`) in a fresh interpreter that
+    imports the project's package; returns the tail of what pytest printed."""
+    import subprocess
+
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "tests"]
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    return run.stdout[-8000:] + run.stderr[-2000:]

@@ -3,15 +3,14 @@ dynamic-shape test that fails while an `int` size makes torch.compile recompile.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from opgen.generate import generate
 from opgen.new import new_op
+
+from _support import run_generated_tests
 
 _CONFIG = """\
 [project]
@@ -110,28 +109,7 @@ def test_generated_dynamic_shape_test_fails_for_an_int_size(tmp_path: Path):
     assert generate(tmp_path).written
     for name in ("pad_int", "pad_symint"):
         (tmp_path / "dyn_ops" / "kernels" / f"{name}.py").write_text(_KERNEL.format(name=name))
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            "test_dynamic_shapes",
-            "tests",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = run.stdout[-6000:] + run.stderr[-2000:]
+    output = run_generated_tests(tmp_path, "-k", "test_dynamic_shapes")
     assert "1 failed, 1 passed" in output, output
     assert "FAILED tests/test_pad_int.py::test_dynamic_shapes" in output, output
     assert "compiled 3 frames for 3 sizes: n is int in the schema" in output, output
@@ -141,9 +119,9 @@ def test_an_int_that_sets_only_a_number_return_is_no_size():
     """`-> (Tensor, int)`: the int return's fake expression sets a value, not a shape, so its
     argument is neither warned about nor grown by the dynamic-shape test; one read by the
     tensor's expression is."""
-    from _specs import op_from_toml
-
     from opgen.spec.warnings import size_arguments, spec_warnings
+
+    from _specs import op_from_toml
 
     op = op_from_toml(
         'name = "mylib::count"\n'

@@ -38,6 +38,7 @@ __all__ = [
     "CoverageWarning",
     "OptionalPathWarning",
     "DtypeCoverageWarning",
+    "ShapeCoverageWarning",
 ]
 
 
@@ -430,6 +431,10 @@ class OptionalPathWarning(CoverageWarning):
 
 class DtypeCoverageWarning(CoverageWarning):
     """No sample holds a tensor of one of the test's dtypes."""
+
+
+class ShapeCoverageWarning(CoverageWarning):
+    """The dynamic-shape or export test found no size of its sample that the op accepts grown."""
 
 
 def check_optional_coverage(samples, optional, spec="the spec") -> None:

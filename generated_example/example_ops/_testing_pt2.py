@@ -5,12 +5,20 @@ dynamic shapes, torch.export, CUDA graphs, autocast and tags."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
-from ._testing import _assert_same, _message, _outputs, tolerances
+from ._testing import (
+    ShapeCoverageWarning,
+    _assert_same,
+    _describe,
+    _message,
+    _outputs,
+    tolerances,
+)
 from ._testing_samples import TensorSpec, _tensor
 from ._testing_samples import clone as _clone
 
@@ -121,13 +129,38 @@ def _ties(sample: dict[str, Any]) -> list[Tie]:
     return ties[:1] if len(first.shape) == 1 else ties
 
 
-def _accepts(call: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether the op runs on these grown inputs (sizes it ties to exact values may not grow)."""
+def _refusal(call: Any, kwargs: dict[str, Any]) -> str | None:
+    """Why the op refuses these grown inputs (sizes it ties to exact values may not grow), or
+    None where it runs on them."""
     try:
         call(kwargs)
-    except Exception:
-        return False
-    return True
+    except Exception as error:
+        first = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {first[0]}" if first else type(error).__name__
+    return None
+
+
+def _warn_nothing_grows(op: Any, test: str, why: str | None, spec: str) -> None:
+    """A size-growing test that grows no size proves only that the op compiles at one size."""
+    warnings.warn(
+        ShapeCoverageWarning(
+            f"the {test} test of {spec} grows no size of its sample ("
+            + (f"{_describe(op)} refused it grown: {why}" if why else "no size in it is over 1")
+            + "), so it cannot find a fake kernel that specializes on a size; make the first "
+            "[[test.samples]] table one whose random tensors the op also takes a few rows or "
+            "columns larger"
+        ),
+        stacklevel=3,
+    )
+
+
+def _grows(sample: dict[str, Any], sizes: Any) -> bool:
+    """Whether the sample has a size to grow: a random tensor's dim or a size argument over 1."""
+    values = [sample.get(name) for name in sizes]
+    ints = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    return any(isinstance(v, int) and v >= 2 for v in ints) or any(
+        _growable(s) and any(d >= 2 for d in s.shape) for s in _specs(sample)
+    )
 
 
 def _carried(value: Any, device: str) -> Any:
@@ -173,7 +206,11 @@ def check_dynamic_shapes(
 
     # Every size grows where the op accepts that; where its inputs tie sizes together, dim 0
     # alone, else the last dim alone; where the sample fixes them all, none (three calls alike).
-    ties = [t for t in (None, *_ties(sample)) if _accepts(call, grown(_GROWTH[-1], t))]
+    candidates = [None, *_ties(sample)]
+    refusals = [_refusal(call, grown(_GROWTH[-1], t)) for t in candidates]
+    ties = [t for t, why in zip(candidates, refusals, strict=True) if why is None]
+    if not ties or not _grows(sample, sizes):
+        _warn_nothing_grows(op, "dynamic-shape", refusals[0], spec)
     growth = _GROWTH if ties else (0,) * len(_GROWTH)
     compiled = torch.compile(call, backend=counter, dynamic=True, fullgraph=True)
     # Without duck sizing: sizes a sample makes equal by chance (offsets of 4 values beside a
@@ -276,7 +313,11 @@ def check_export(
 
     # Dim 0 is dynamic where the op accepts 3 more rows; else the last dim where it accepts
     # that (sizes tied to exact values stay); else none: the program runs at the sample's size.
-    tie = next((t for t in _ties(sample) if t[1] >= 2 and _accepts(call, grown(t))), None)
+    candidates = [t for t in _ties(sample) if t[1] >= 2]
+    refusals = [_refusal(call, grown(t)) for t in candidates]
+    tie = next((t for t, why in zip(candidates, refusals, strict=True) if why is None), None)
+    if tie is None:
+        _warn_nothing_grows(wrapper, "export", refusals[-1] if refusals else None, spec)
     dynamic = _dynamic_dims(sample, tie)
     program = torch.export.export(
         Op(), tuple(tensors), dynamic_shapes=(tuple(dynamic),) if tensors else None
