@@ -93,7 +93,7 @@ def _generated_tests(root: Path) -> tuple[set[str], str]:
 PY_SPECS = {
     "tint": """
         name = "dialect_py::tint"
-        schema = "(Tensor x) -> (Tensor, Tensor, int, int)"
+        schema = "(Tensor x) -> (Tensor, Tensor, SymInt, int)"
         [fake]
         expr = ["x.new_empty(x.shape)", "x.new_empty(x.shape)", "x.shape[0]", "3"]
         [test]
@@ -125,9 +125,9 @@ PY_SPECS = {
         name = "dialect_py::halfsize"
         schema = "(Tensor x) -> float"
         [fake]
-        expr = "x.numel() / 2"
+        expr = "x.dim() / 2"
         [test]
-        reference = "x.numel() / 2"
+        reference = "x.dim() / 2"
         [[test.samples]]
         x = {shape = [4, 2]}
     """,
@@ -233,9 +233,9 @@ PY_SPECS = {
         name = "dialect_py::split"
         schema = "(Tensor x) -> (Tensor values, Tensor[] parts)"
         [fake]
-        expr = ["x.new_empty(x.shape)", "[x.new_empty(x.shape[0] // 2), x.new_empty(x.shape[0] - x.shape[0] // 2)]"]
+        expr = ["x.new_empty(x.shape)", "[x.new_empty(x.shape[0] - x.shape[0] // 2), x.new_empty(x.shape[0] // 2)]"]
         [test]
-        reference = "(x * 2, list(x.split(x.shape[0] // 2)))"
+        reference = "(x * 2, list(x.tensor_split(2)))"
         [[test.samples]]
         x = {shape = [4]}
     """,
@@ -300,7 +300,7 @@ PY_KERNELS = {
     "tint": "return x + 1, x * 2, x.shape[0], 3",
     "count": "return x.numel()",
     "positives": "return int((x > 0).sum())",
-    "halfsize": "return x.numel() / 2",
+    "halfsize": "return x.dim() / 2",
     "labels": "return [prefix + '0', prefix + '1']",
     "dtype_code": "return x.dtype",
     "maybe": "return x + 1, (x * 2 if give else None)",
@@ -317,7 +317,7 @@ PY_KERNELS = {
     "names": "return grad * type * input",
     "RuntimeError": "return x + 1",
     "flag": "return x.numel() > 0",
-    "split": "return x * 2, [part.clone() for part in x.split(x.shape[0] // 2)]",
+    "split": "return x * 2, [part.clone() for part in x.tensor_split(2)]",
     "grouped": "return x + (0 if group_shape is None else group_shape[0] * group_shape[1]) + padding_value",
     "twodev": "return x * 3",
 }

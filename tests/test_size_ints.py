@@ -47,6 +47,30 @@ def {name}(x: Tensor, n: int) -> Tensor:
     return x.sum(-1, keepdim=True).expand(x.shape[0], n).clone()
 """
 
+# An op returning a size as `int`: torch.compile specializes on it.
+_ROWS = """\
+name = "dyn::rows"
+schema = "(Tensor x) -> (Tensor, int)"
+devices = ["cpu"]
+
+[fake]
+expr = ["x.new_empty(x.shape)", "x.shape[0]"]
+
+[test]
+reference = "(x * 2, x.shape[0])"
+
+[[test.samples]]
+x = {shape = [3, 4]}
+"""
+
+_ROWS_KERNEL = """\
+from torch import Tensor
+
+
+def rows(x: Tensor) -> tuple[Tensor, int]:
+    return x * 2, x.shape[0]
+"""
+
 
 def _project(root: Path) -> dict[str, str]:
     """Write the project; returns each op's spec text."""
@@ -109,10 +133,17 @@ def test_generated_dynamic_shape_test_fails_for_an_int_size(tmp_path: Path):
     assert generate(tmp_path).written
     for name in ("pad_int", "pad_symint"):
         (tmp_path / "dyn_ops" / "kernels" / f"{name}.py").write_text(_KERNEL.format(name=name))
-    output = run_generated_tests(tmp_path, "-k", "test_dynamic_shapes")
-    assert "1 failed, 1 passed" in output, output
+    (tmp_path / "ops" / "rows.toml").write_text(_ROWS)
+    assert generate(tmp_path).written
+    (tmp_path / "dyn_ops" / "kernels" / "rows.py").write_text(_ROWS_KERNEL)
+    output = run_generated_tests(tmp_path, "--tb=short", "-k", "test_dynamic_shapes or test_export")
+    assert "3 failed, 3 passed" in output, output
     assert "FAILED tests/test_pad_int.py::test_dynamic_shapes" in output, output
     assert "compiled 3 frames for 3 sizes: n is int in the schema" in output, output
+    assert "FAILED tests/test_rows.py::test_dynamic_shapes" in output, output
+    assert "compiled 3 frames for 3 sizes: return 1 is int in the schema" in output, output
+    assert "FAILED tests/test_rows.py::test_export" in output, output
+    assert "torch.export cannot keep dim 0 of ops/rows.toml's sample dynamic" in output, output
 
 
 def test_an_int_that_sets_only_a_number_return_is_no_size():
@@ -131,3 +162,31 @@ def test_an_int_that_sets_only_a_number_return_is_no_size():
     )
     assert size_arguments(op) == ["n"]
     assert [w.message.split(" is ")[0] for w in spec_warnings(op)] == ["argument 'n'"]
+
+
+@pytest.mark.parametrize(
+    "returns, expr, warned",
+    [
+        # torch.compile specializes on a number the op returns from a size
+        ("(Tensor, int)", '["x.new_empty(x.shape)", "x.shape[0]"]', ["return 1 is an int"]),
+        (
+            "(Tensor t, float half)",
+            '["x.new_empty(x.shape)", "x.numel() / 2"]',
+            ["return half is a float"],
+        ),
+        # symbolic in the schema, or not from a size, or a comparison (a guard, no specialization)
+        ("(Tensor, SymInt)", '["x.new_empty(x.shape)", "x.shape[0]"]', []),
+        ("(Tensor, int)", '["x.new_empty(x.shape)", "x.dim()"]', []),
+        ("(Tensor, bool)", '["x.new_empty(x.shape)", "x.numel() > 0"]', []),
+    ],
+)
+def test_a_number_returned_from_a_size_is_warned(returns: str, expr: str, warned: list[str]):
+    from opgen.spec.warnings import spec_warnings
+
+    from _specs import op_from_toml
+
+    op = op_from_toml(
+        f'name = "mylib::sized"\nschema = "(Tensor x) -> {returns}"\n[fake]\nexpr = {expr}\n'
+    )
+    messages = [w.message for w in spec_warnings(op)]
+    assert [m.split(" computed from")[0] for m in messages] == warned, messages

@@ -228,11 +228,11 @@ def check_dynamic_shapes(
             _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
     why = (
         f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and "
-        "torch.compile specializes on ints: declare them SymInt (the kernel still receives "
+        "torch.compile specializes on ints: declare them SymInt (the kernel keeps plain "
         "integers)"
         if ints
-        else "the fake kernel specializes on a size (e.g. int() of a shape, or a Python branch "
-        "on it)"
+        else "the fake kernel specializes on a size (e.g. int() of a shape, a float return "
+        "computed from one, or a Python branch on it)"
     )
     frames = counter.frame_count
     assert (
@@ -264,15 +264,16 @@ def _bound(
 
 
 def _dynamic_dims(sample: dict[str, Any], tie: Tie | None) -> list[Any]:
-    """Per tensor of the sample (lists opened): {dim: Dim} where `tie` grows it, else None."""
+    """Per tensor of the sample (lists opened): {dim: Dim.DYNAMIC} where `tie` grows it, else
+    None. Dim.DYNAMIC lets the op narrow the size's range (`n - n // 2 != 1` gives n >= 4) and
+    the equalities its checks impose, and fails only where the op fixes the size."""
     from torch.export import Dim
 
     if tie is None:
         return [None] * len(_specs(sample))
-    size = Dim("size")
     return [
         (
-            {tie[0] % len(s.shape): size}
+            {tie[0] % len(s.shape): Dim.DYNAMIC}
             if _growable(s) and _grown_shape(s.shape, 3, tie) != s.shape
             else None
         )
@@ -285,6 +286,7 @@ def check_export(
 ) -> None:
     """torch.export.export of a module calling the op, one dim dynamic where the sample allows
     (dim 0, else the last), runs like eager at another size of that dim."""
+    from torch._dynamo.exc import UserError
 
     def batched(sample: dict[str, Any]) -> bool:
         return any(
@@ -319,9 +321,18 @@ def check_export(
     if tie is None:
         _warn_nothing_grows(wrapper, "export", refusals[-1] if refusals else None, spec)
     dynamic = _dynamic_dims(sample, tie)
-    program = torch.export.export(
-        Op(), tuple(tensors), dynamic_shapes=(tuple(dynamic),) if tensors else None
-    )
+    try:
+        program = torch.export.export(
+            Op(), tuple(tensors), dynamic_shapes=(tuple(dynamic),) if tensors else None
+        )
+    except UserError as error:
+        if "Constraints violated" not in str(error):
+            raise
+        raise AssertionError(
+            f"{_describe(wrapper)}: torch.export cannot keep dim {tie[0]} of {spec}'s sample "
+            "dynamic: the op specializes on that size (an int argument or return computed from "
+            "it: declare it SymInt; the dynamic-shape test names it)"
+        ) from error
     larger = grown(tie)
     eager = _clone(larger)
     expected = _outputs(wrapper(**eager), eager, mutated)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..spec.model import OpSpec, ProjectConfig
 from ..spec.registration import custom_op_refusal
-from ..spec.warnings import int_arguments, size_arguments
+from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
 from .devices import DISPATCH_KEYS
 from .fastpath import (
@@ -215,7 +215,10 @@ def op_context(
         "has_jvp": op.jvp.present,
         "vmap_leading": literal(op.vmap_leading),
         "sizes": literal(tuple(size_arguments(op))),
-        "size_ints": literal(tuple(n for n in size_arguments(op) if n in int_arguments(op))),
+        "size_ints": literal(
+            tuple(n for n in size_arguments(op) if n in int_arguments(op))
+            + tuple(label for label, family in size_number_returns(op) if family == "int")
+        ),
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }

@@ -11,12 +11,22 @@ import ast
 from ..errors import Diagnostic
 from .model import OpSpec
 
-__all__ = ["spec_warnings", "SIZE_INT_TYPES", "int_arguments", "size_arguments"]
+__all__ = [
+    "spec_warnings",
+    "SIZE_INT_TYPES",
+    "int_arguments",
+    "size_arguments",
+    "size_number_returns",
+]
 
 # Schema types that torch.compile specializes on (SymInt and SymInt[] it keeps symbolic).
 SIZE_INT_TYPES = ("int", "int?", "int[]", "int[]?")
 _SIZE_TYPES = (*SIZE_INT_TYPES, "SymInt", "SymInt?", "SymInt[]", "SymInt[]?")
 _TENSOR_RETURNS = ("Tensor", "Tensor?", "Tensor[]")
+# A number return computed from these makes torch.compile specialize on the size (a comparison,
+# `x.numel() > 0`, guards on the size without fixing it).
+_NUMBER_RETURNS = ("int", "float")
+_SIZE_READS = frozenset({"shape", "size", "numel", "nelement"})
 
 
 def int_arguments(op: OpSpec) -> list[str]:
@@ -44,12 +54,29 @@ def size_arguments(op: OpSpec) -> list[str]:
     return [a.name for a in op.args if a.name in used and a.type.family in _SIZE_TYPES]
 
 
+def size_number_returns(op: OpSpec) -> list[tuple[str, str]]:
+    """(label, type) of each `int` or `float` return whose `[fake] expr` reads a tensor's size:
+    torch.compile specializes on such a return, and so compiles the op again for every size."""
+    texts = op.fake.expr
+    if len(texts) != len(op.returns):
+        return []
+    found = []
+    for index, (text, ret) in enumerate(zip(texts, op.returns, strict=True)):
+        if ret.family not in _NUMBER_RETURNS:
+            continue
+        tree = ast.parse(text, mode="eval")
+        if any(isinstance(n, ast.Attribute) and n.attr in _SIZE_READS for n in ast.walk(tree)):
+            found.append((f"return {ret.name or index}", ret.family))
+    return found
+
+
 def _symint(type_text: str) -> str:
     return type_text.replace("int", "SymInt", 1)
 
 
 def spec_warnings(op: OpSpec) -> list[Diagnostic]:
-    """Every warning about `op`: for now, `int` arguments that set an output size."""
+    """Every warning about `op`: `int` arguments that set an output size, and number returns
+    computed from a size."""
     ints = set(int_arguments(op))
     used = set(size_arguments(op))
     warnings = []
@@ -68,4 +95,23 @@ def spec_warnings(op: OpSpec) -> list[Diagnostic]:
                     level="warning",
                 )
             )
+    for label, family in size_number_returns(op):
+        fix = (
+            "declare it SymInt in the schema; the kernel keeps returning a plain integer"
+            if family == "int"
+            else "the schema language has no SymFloat: return the size as SymInt, or the value "
+            "as a tensor"
+        )
+        warnings.append(
+            Diagnostic(
+                op.path,
+                line,
+                f"{label} is {'an' if family == 'int' else 'a'} {family} computed from a size in "
+                "[fake] expr: torch.compile "
+                "specializes on it and compiles the op again for every new size (the generated "
+                "dynamic-shape test fails)",
+                fix,
+                level="warning",
+            )
+        )
     return warnings
