@@ -54,6 +54,7 @@ def _template_cases(tmp_path: Path) -> dict[str, dict[str, str]]:
     return rendered
 
 
+@pytest.mark.slow  # over 5 s: the full suite runs it
 def test_every_template_case_is_black_stable_as_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What opgen writes without black is black's output; only a file with a line over 100 columns
     (a long generated message, signature or sample, which opgen leaves to black) may differ."""

@@ -79,6 +79,7 @@ def states(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, bytes]]:
     return before_root, before, after
 
 
+@pytest.mark.slow  # over 5 s: the full suite runs it
 def test_sigkill_leaves_old_or_new(states, tmp_path: Path) -> None:
     before_root, before, after = states
     rng = random.Random(1234)

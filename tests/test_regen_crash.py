@@ -85,6 +85,7 @@ def _count_writes(root: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return len(calls)
 
 
+@pytest.mark.slow  # over 5 s: the full suite runs it
 def test_a_run_killed_at_any_write_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = _project(tmp_path / "reference")
     writes = _count_writes(reference, monkeypatch)

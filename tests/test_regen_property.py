@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -101,6 +102,7 @@ def _regenerate(root: Path, templates: Path) -> None:
     assert generate(root, check=True, templates=templates).stale == []
 
 
+@pytest.mark.slow  # over 5 s: the full suite runs it
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_STEP, max_size=10))
 def test_no_user_line_is_ever_lost(steps) -> None:

@@ -49,6 +49,7 @@ def test_a_project_without_rules_has_no_sharding_files(tmp_path: Path) -> None:
     assert "dist_pool" not in (root / "tests" / "conftest.py").read_text()
 
 
+@pytest.mark.slow  # over 5 s: the full suite runs it
 def test_the_rules_load_only_with_dtensor(tmp_path: Path) -> None:
     root = _project(tmp_path, "elementwise")
     run = _python(
