@@ -255,7 +255,7 @@ def _bound(
     kwargs: dict[str, Any], leaves: list[tuple[str, int | None]], tensors: Any
 ) -> dict[str, Any]:
     bound = {name: list(v) if isinstance(v, list) else v for name, v in kwargs.items()}
-    for (name, index), tensor in zip(leaves, tensors):
+    for (name, index), tensor in zip(leaves, tensors, strict=True):
         if index is None:
             bound[name] = tensor
         else:
@@ -294,8 +294,8 @@ def check_export(
             for v in sample.values()
         )
 
-    candidates = [s for s in _tables(samples) if all(_has_elements(v) for v in s.values())]
-    sample = next((s for s in candidates if batched(s)), None) or _first_sample(
+    tables = [s for s in _tables(samples) if all(_has_elements(v) for v in s.values())]
+    sample = next((s for s in tables if batched(s)), None) or _first_sample(
         samples, spec, "the export test"
     )
     kwargs = {name: _make(value, device, dtype, 0) for name, value in sample.items()}

@@ -107,9 +107,8 @@ def spec_warnings(op: OpSpec) -> list[Diagnostic]:
                 op.path,
                 line,
                 f"{label} is {'an' if family == 'int' else 'a'} {family} computed from a size in "
-                "[fake] expr: torch.compile "
-                "specializes on it and compiles the op again for every new size (the generated "
-                "dynamic-shape test fails)",
+                "[fake] expr: torch.compile specializes on it and compiles the op again for every "
+                "new size, and torch.export cannot keep that size dynamic",
                 fix,
                 level="warning",
             )
