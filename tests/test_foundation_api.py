@@ -9,7 +9,7 @@ from opgen.api.autograd import plan_function
 from opgen.spec.dialect.parser import parse
 from opgen.spec.dialect.types import SchemaType
 
-from _specs import simple_op
+from _specs import op_from_toml, simple_op
 
 TWO = "x = {shape = [2]}\nw = {shape = [2]}"
 
@@ -202,3 +202,18 @@ def test_names_of_an_overload_come_from_one_place():
         "mylib::foo",
         "foo",
     )
+
+
+def test_cuda_graph_tests_only_for_capturable_kernels() -> None:
+    """A CUDA graph replays fixed sizes and refuses host copies: such ops get no capture test."""
+    from opgen.api.imports import pt2_testing_names
+
+    base = 'name = "mylib::foo"\nschema = "(Tensor x) -> Tensor"\ndevices = ["cpu", "cuda"]\n'
+    test = '[test]\nreference = "x"\n{extra}\n[[test.samples]]\nx = {{shape = [3]}}\n'
+    dynamic = '[fake]\nexpr = "x.new_empty((torch.library.get_ctx().new_dynamic_size(),))"\n'
+    plain = op_from_toml(base + test.format(extra=""))
+    refused = op_from_toml(base + test.format(extra="cuda_graph = false"))
+    data_dependent = op_from_toml(base + dynamic + test.format(extra=""))
+    assert "check_cuda_graph" in pt2_testing_names(plain)
+    assert "check_cuda_graph" not in pt2_testing_names(refused)
+    assert "check_cuda_graph" not in pt2_testing_names(data_dependent)

@@ -128,3 +128,23 @@ def test_generate_without_typer_matches_typer(tmp_path, flags):
     lines = lambda text: sorted(seconds.sub("", text).splitlines())  # noqa: E731 (stdout and stderr interleave)
     assert lines(direct.stdout + errors) == lines(typer_run.output)
     assert "pydantic" not in direct.stderr  # typer's option parsing imports it
+
+
+def test_every_option_names_itself() -> None:
+    """Each `typer.Option` spells its flag: some typer releases (0.27) otherwise derive the
+    flag from the metavar, so `--devices DEVICES` became `--DEVICES` and `--devices` failed."""
+    import ast
+
+    commands = Path(opgen.__file__).parent
+    unnamed = []
+    for module in sorted([*commands.glob("commands/*.py"), commands / "app.py"]):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "Option"
+            ):
+                first = node.args[0] if node.args else None
+                if not (isinstance(first, ast.Constant) and str(first.value).startswith("--")):
+                    unnamed.append(f"{module.name}:{node.lineno}")
+    assert not unnamed, f"typer.Option without its --flag: {unnamed}"

@@ -11,6 +11,8 @@ loads this library first and then registers every fake and autograd formula.
 
 from __future__ import annotations
 
+import ctypes
+import os
 from pathlib import Path
 
 import torch
@@ -26,6 +28,10 @@ def _load() -> None:
             f"example_ops: the compiled operators ({LIBRARY_PATH.name}) are not built; "
             "run `opgen build` in the project folder (or `pip install --no-build-isolation .`)"
         )
+    if torch.version.cuda is not None:
+        # Built on a CPU torch, the library reaches torch's CUDA functions through weak
+        # references, which bind only to a library loaded globally: make torch's global.
+        ctypes.CDLL("libtorch_cuda.so", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     torch.ops.load_library(str(LIBRARY_PATH))
 
 

@@ -258,7 +258,8 @@ def roi_align_reference(
     if k == 0:
         return input.new_zeros((0, c, pooled_height, pooled_width))
     dtype = input.dtype
-    scale = torch.tensor(spatial_scale, dtype=dtype)  # the C++ kernel takes `const T&`
+    device = input.device
+    scale = torch.tensor(spatial_scale, dtype=dtype, device=device)  # the kernel's `const T&`
     offset = 0.5 if aligned else 0.0
     batch = rois[:, 0].to(torch.long)  # (int) truncation, as the C++ kernel
     start_w = rois[:, 1] * scale - offset
@@ -266,13 +267,13 @@ def roi_align_reference(
     roi_w = rois[:, 3] * scale - offset - start_w
     roi_h = rois[:, 4] * scale - offset - start_h
     if not aligned:  # std::max(size, 1): malformed rois become 1 x 1
-        one = torch.ones((), dtype=dtype)
+        one = torch.ones((), dtype=dtype, device=device)
         roi_w = torch.where(roi_w < one, one, roi_w)
         roi_h = torch.where(roi_h < one, one, roi_h)
     bin_h = roi_h / pooled_height
     bin_w = roi_w / pooled_width
     if sampling_ratio > 0:
-        grid_h = torch.full((k,), sampling_ratio, dtype=torch.long)
+        grid_h = torch.full((k,), sampling_ratio, dtype=torch.long, device=device)
         grid_w = grid_h
     else:
         grid_h = torch.ceil(roi_h / pooled_height).to(torch.long)

@@ -15,8 +15,6 @@ from example_ops._testing import (
     device_params,
 )
 from example_ops._testing_pt2 import (
-    check_cuda_graph,
-    check_cuda_graph_compiled,
     check_dynamic_shapes,
     check_export,
 )
@@ -125,13 +123,3 @@ def test_dynamic_shapes(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_export(device):
     check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
-
-
-@pytest.mark.parametrize("device", device_params(["cuda"]))
-def test_cuda_graph(device):
-    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
-
-
-@pytest.mark.parametrize("device", device_params(["cuda"]))
-def test_cuda_graph_compiled(device):
-    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)

@@ -132,6 +132,18 @@ def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[
     return sorted(names)
 
 
+def captured_in_cuda_graph(op: OpSpec) -> bool:
+    """Whether the op's CUDA tests capture it in a CUDA graph (`[test] cuda_graph`).
+
+    Not by default where an output's size depends on the values: the kernel
+    must copy a count to the host, which a capture refuses, and a graph could
+    not replay another size anyway.
+    """
+    if op.test.cuda_graph is not None:
+        return op.test.cuda_graph
+    return not op.fake.data_dependent
+
+
 def pt2_testing_names(op: OpSpec) -> list[str]:
     """What the op's tests import from `<package>/_testing_pt2.py`, sorted.
 
@@ -144,7 +156,7 @@ def pt2_testing_names(op: OpSpec) -> list[str]:
         return sorted(names)
     if compile_expectation(op) == "run":
         names |= {"check_dynamic_shapes", "check_export"}
-        if "cuda" in op.devices:
+        if "cuda" in op.devices and captured_in_cuda_graph(op):
             names |= {"check_cuda_graph", "check_cuda_graph_compiled"}
     if op.autocast and op.test.has_reference:
         names.add("check_autocast")

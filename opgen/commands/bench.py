@@ -43,16 +43,20 @@ def bench(
         typer.Option("--plot", help="Write a PNG plot (needs matplotlib).", metavar="FILE"),
     ] = None,
     metric: Annotated[
-        str, typer.Option(help="Plot throughput or time.", metavar="throughput|time")
+        str,
+        typer.Option("--metric", help="Plot throughput or time.", metavar="throughput|time"),
     ] = "throughput",
     stat: Annotated[
         str,
         typer.Option(
+            "--stat",
             help="median (of timing blocks) or min (the least disturbed block: for a busy machine).",
             metavar="median|min",
         ),
     ] = "median",
-    device: Annotated[str, typer.Option(help="cpu or cuda.", metavar="cpu|cuda")] = "cpu",
+    device: Annotated[
+        str, typer.Option("--device", help="cpu or cuda.", metavar="cpu|cuda")
+    ] = "cpu",
     min_time: Annotated[
         float | None,
         typer.Option(
@@ -63,7 +67,11 @@ def bench(
     ] = None,
     threads: Annotated[
         int | None,
-        typer.Option(help="torch threads (default: the cores this process may use).", metavar="N"),
+        typer.Option(
+            "--threads",
+            help="torch threads (default: the cores this process may use).",
+            metavar="N",
+        ),
     ] = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")

@@ -18,6 +18,7 @@ def import_(
     into: Annotated[
         Path | None,
         typer.Option(
+            "--into",
             help="The project folder (default: the current project, or a new one here).",
             metavar="DIR",
         ),
@@ -28,7 +29,9 @@ def import_(
     ] = False,
     namespace: Annotated[
         str | None,
-        typer.Option(help="The namespace the ops get (default: theirs).", metavar="NAME"),
+        typer.Option(
+            "--namespace", help="The namespace the ops get (default: theirs).", metavar="NAME"
+        ),
     ] = None,
 ) -> None:
     """Write one spec per op that PATH (C++ files, Python modules, or folders of them) registers

@@ -18,15 +18,20 @@ def new(
     schema: Annotated[
         str | None,
         typer.Option(
-            help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".', metavar="SCHEMA"
+            "--schema",
+            help='Schema, e.g. "(Tensor x, float alpha=1.0) -> Tensor".',
+            metavar="SCHEMA",
         ),
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option(help="python or cpp (default: the project's).", metavar="python|cpp"),
+        typer.Option(
+            "--backend", help="python or cpp (default: the project's).", metavar="python|cpp"
+        ),
     ] = None,
     devices: Annotated[
-        str, typer.Option(help="Comma-separated devices: cpu, cuda.", metavar="DEVICES")
+        str,
+        typer.Option("--devices", help="Comma-separated devices: cpu, cuda.", metavar="DEVICES"),
     ] = "cpu",
 ) -> None:
     """Create the op NAMESPACE::OP (and the project, if the folder has none), then generate it."""

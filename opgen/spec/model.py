@@ -203,6 +203,9 @@ class TestSpec:
     rtol: float | tuple[tuple[str, float], ...] | None = None
     samples_from: str | None = None  # a generator in <package>/testing_helpers.py
     reference_from: str | None = None  # a reference function there
+    # whether the CUDA kernel can be captured in a CUDA graph; None: unless an output's
+    # size depends on the values (FakeRule.data_dependent), which a graph cannot replay
+    cuda_graph: bool | None = None
 
     @property
     def helpers(self) -> tuple[str, ...]:

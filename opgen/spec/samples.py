@@ -16,7 +16,16 @@ from .types import DTYPES
 
 __all__ = ["build_test", "helper_name", "TEST_KEYS"]
 
-TEST_KEYS = ("samples", "samples_from", "reference", "reference_from", "dtypes", "atol", "rtol")
+TEST_KEYS = (
+    "samples",
+    "samples_from",
+    "reference",
+    "reference_from",
+    "dtypes",
+    "atol",
+    "rtol",
+    "cuda_graph",
+)
 _TENSOR_SAMPLE_KEYS = (
     "shape",
     "values",
@@ -428,6 +437,9 @@ def build_test(
         )
         dtypes = ["float32"]
     tolerances = {key: _tolerance(sink, doc, table.get(key), key) for key in ("atol", "rtol")}
+    cuda_graph = table.get("cuda_graph")
+    if cuda_graph is not None and not typed(sink, doc, cuda_graph, bool, "test", "cuda_graph"):
+        cuda_graph = None
     return TestSpec(
         tuple(samples),
         reference,
@@ -436,4 +448,5 @@ def build_test(
         tolerances["rtol"],
         samples_from,
         reference_from,
+        cuda_graph,
     )

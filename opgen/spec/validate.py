@@ -247,6 +247,13 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     grads = build_grads(sink, doc, tables["grad"], args, rets, op_names)
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
     test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
+    if test.cuda_graph and fake.data_dependent:
+        sink.error(
+            doc.line("test", "cuda_graph"),
+            "test.cuda_graph = true, but an output's size depends on the values "
+            "([fake] calls new_dynamic_size()): a CUDA graph replays fixed sizes",
+            "remove test.cuda_graph (such ops are not captured)",
+        )
     bench = build_bench(sink, doc, tables["bench"], args, EXPR_GLOBALS)
     jvp = build_jvp(sink, doc, tables["jvp"], args, rets, grads, op_names)
     vmap, vmap_leading = build_vmap(sink, doc, data, args, rets, fake)

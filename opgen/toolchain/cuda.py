@@ -345,7 +345,11 @@ def missing_cuda_shim_symbols(include_dir: Path, library: Path) -> tuple[str, ..
     ...) exist only as declarations. The build makes references to exactly
     these weak in the CUDA objects: the library then links with --no-undefined
     and loads; they are only called with CUDA tensors, which a CPU torch never
-    makes. Under a CUDA torch they bind to libtorch_cuda as usual.
+    makes. Under a CUDA torch a weak reference binds only to a library in the
+    global scope, and torch loads libtorch_cuda locally: the generated
+    `_library.py` first promotes it (`RTLD_NOLOAD | RTLD_GLOBAL`), so one
+    library built here runs its CUDA kernels under any CUDA torch of its CUDA
+    major (without that, each reference stays null and the first CUDA call crashes).
     """
     names: set[str] = set()
     for folder in _SHIM_HEADERS:
