@@ -16,8 +16,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .api.autograd_kind import cpp_mutation_fallbacks
 from .api.cpp import target_version_hex
-from .api.fastpath import cpp_autograd
 from .errors import Diagnostic, OpgenError
 from .fs import ProjectFiles
 from .project import Project
@@ -183,7 +183,7 @@ def plan_build(
     if not stable:
         includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
     cpp_sources = [REGISTRATION]
-    if any(cpp_autograd(op) for op in cpp_ops):  # Note [Keyset Autograd kernel]
+    if any(cpp_mutation_fallbacks(op) for op in cpp_ops):  # Note [Written arguments]
         cpp_sources.append(AUTOGRAD_REGISTRATION)
     orphans: list[str] = []
     if "cpu" in devices:

@@ -66,46 +66,57 @@ def test_saves_only_shapes_when_only_shapes_are_used():
         "(Tensor x, Tensor w) -> Tensor",
         {"x": "grad.sum_to_size(x.shape)", "w": "grad.sum_to_size(w.shape)"},
     )
-    assert "ctx._x_shape = x.shape" in plan.setup_lines
-    assert "ctx._w_shape = w.shape" in plan.setup_lines
+    assert "ctx.x_shape = x.shape" in plan.setup_lines
+    assert "ctx.w_shape = w.shape" in plan.setup_lines
     assert not any("save_for" in line for line in plan.setup_lines)
-    assert "_grad_x = grad.sum_to_size(_x_shape)" in "\n".join(plan.backward_lines)
+    assert "    grad_x = grad.sum_to_size(ctx.x_shape)" in plan.backward_lines
 
 
 def test_saves_tensors_used_in_full_and_nothing_else():
     plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad * w"})
     assert "ctx.save_for_backward(w)" in plan.setup_lines
-    assert not any(line.startswith("ctx._x") for line in plan.setup_lines)
+    assert not any(line.startswith("ctx.x") for line in plan.setup_lines)
+
+
+def test_saves_a_tensor_only_when_a_gradient_that_reads_it_is_asked_for():
+    """Note [Saving only what formulas use]: as extension-cpp saves for mymuladd."""
+    plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad * w", "w": "grad * x"})
+    assert plan.setup_lines[-3:] == (
+        "ctx.save_for_backward(",
+        "    x if ctx.needs_input_grad[1] else None, w if ctx.needs_input_grad[0] else None",
+        ")",
+    )
+    assert plan.backward_lines[0] == "x, w = ctx.saved_tensors"
 
 
 def test_non_tensor_inputs_go_on_ctx_and_get_none_gradients():
     plan = _plan(
         "(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0"
     )
-    assert "ctx._alpha = alpha" in plan.setup_lines
-    assert plan.backward_lines[-1] == "return _grad_x, _grad_alpha"
-    assert "_grad_x = _grad_alpha = None" in plan.backward_lines
+    assert "ctx.alpha = alpha" in plan.setup_lines
+    assert plan.backward_lines[-1] == "return grad_x, None"
+    assert "    grad_x = grad * ctx.alpha" in plan.backward_lines
 
 
 def test_result_is_saved_from_output():
     plan = _plan("(Tensor x) -> Tensor", {"x": "grad * result"}, "x = {shape = [2]}")
     assert "ctx.save_for_backward(output)" in plan.setup_lines
-    assert "result = _saved[0]" in plan.backward_lines
+    assert "(result,) = ctx.saved_tensors" in plan.backward_lines
 
 
 def test_formulas_run_only_when_needed():
     plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x, w": "(grad * w, grad * x)"})
     body = "\n".join(plan.backward_lines)
-    assert "if any((_needs[0], _needs[1])):" in body
-    assert "_grad_x, _grad_w = (grad * w, grad * x)" in body
+    assert "if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:" in body
+    assert "grad_x, grad_w = (grad * w, grad * x)" in body
 
 
 def test_kwarg_only_inputs_are_inputs_of_the_function():
     """The Function takes every argument positionally; the op gets keyword-only ones by keyword."""
     plan = _plan("(Tensor x, *, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0")
     assert plan.forward_params == "x, alpha"
-    assert plan.forward_lines == ("return _below_autograd(_call, x, alpha=alpha)",)
-    assert plan.setup_lines[:2] == ("x, alpha = inputs", "ctx._alpha = alpha")
+    assert plan.forward_lines == ("return _op(x, alpha=alpha)",)
+    assert plan.setup_lines[:2] == ("x, alpha = inputs", "ctx.alpha = alpha")
 
 
 def test_tensor_list_inputs_are_spliced_into_the_function():
@@ -114,16 +125,16 @@ def test_tensor_list_inputs_are_spliced_into_the_function():
         simple_op("(Tensor[] xs, Tensor s) -> Tensor", grad={"s": "grad"}, sample="xs = [{shape = [2]}]\ns = {shape = [2]}", fake='like = "s"'),
         {},
     )
-    assert plan.forward_params == "_counts, *_flat"
-    assert plan.forward_lines[0] == "xs, s = _unflatten(_LISTS, _counts, _flat)"
-    assert "_needs = _unflatten(_LISTS, ctx._counts, ctx.needs_input_grad[1:])" in plan.backward_lines
-    assert "_grad_xs = [None] * len(_needs[0])" in plan.backward_lines
-    assert plan.backward_lines[-1] == "return (None, *_flatten(_LISTS, (_grad_xs, _grad_s))[1:])"
+    assert plan.forward_params == "counts, *flat"
+    assert plan.forward_lines[0] == "xs, s = unflatten((0,), counts, flat)"
+    assert "needs = unflatten((0,), ctx.counts, ctx.needs_input_grad[1:])" in plan.backward_lines
+    assert plan.backward_lines[-1] == "return (None, *flatten((0,), (None, grad_s))[1:])"
     with_list = plan_function(
         simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"'),
         {},
     )
-    assert "if any(_needs[0]):" in with_list.backward_lines
+    assert "if any(needs[0]):" in with_list.backward_lines
+    assert "grad_xs = [None] * len(needs[0])" in with_list.backward_lines
 
 
 def test_formulas_call_other_ops_through_their_wrappers():
@@ -131,18 +142,18 @@ def test_formulas_call_other_ops_through_their_wrappers():
 
     text = 'name = "mylib::foo"\nschema = "(Tensor x) -> Tensor"\n[grad]\nx = "bar(grad, x)"\n[fake]\nlike = "x"\n[test]\n[[test.samples]]\nx = {shape = [2]}\n'
     op = op_from_toml(text, frozenset({"foo", "bar"}))
-    assert "    _grad_x = _op_bar.bar(grad, x)" in plan_function(op, {"bar": "bar", "foo": "foo"}).backward_lines
+    assert "    grad_x = _op_bar.bar(grad, x)" in plan_function(op, {"bar": "bar", "foo": "foo"}).backward_lines
     # two overloads share the name: the op packet picks one by the arguments
-    assert "    _grad_x = torch.ops.mylib.bar(grad, x)" in plan_function(op, {"foo": "foo"}).backward_lines
+    assert "    grad_x = torch.ops.mylib.bar(grad, x)" in plan_function(op, {"foo": "foo"}).backward_lines
 
 
 def test_jvp_saves_for_forward_what_its_formula_reads():
     plan = _plan("(Tensor x, Tensor w) -> Tensor", {"x": "grad * w", "w": "grad * x"}, jvp={"result": "x_t * w.shape[0] + x * w_t"})
-    assert "ctx.save_for_backward(x, w)" in plan.setup_lines
+    assert "    x if ctx.needs_input_grad[1] else None, w if ctx.needs_input_grad[0] else None" in plan.setup_lines
     assert "ctx.save_for_forward(x)" in plan.setup_lines
-    assert "ctx._w_shape = w.shape" in plan.setup_lines
-    assert plan.jvp_lines[-1] == "return x_t * _w_shape[0] + x * w_t"
-    assert "x_t = tangents[0]" in plan.jvp_lines and "w_t = tangents[1]" in plan.jvp_lines
+    assert "ctx.w_shape = w.shape" in plan.setup_lines
+    assert plan.jvp_params == "ctx, x_t, w_t"
+    assert plan.jvp_lines == ("(x,) = ctx.saved_tensors", "return x_t * ctx.w_shape[0] + x * w_t")
 
 
 def test_auto_element_wise_sums_the_grad_formulas_with_tangents():
@@ -151,24 +162,26 @@ def test_auto_element_wise_sums_the_grad_formulas_with_tangents():
         sample="x = {shape = [2]}\nb = {shape = [2]}", jvp={"auto_element_wise": True},
     )
     assert plan.jvp_lines[-4:] == (
-        "_result = (x_t * 2)",
+        "result_t = (x_t * 2)",
         "if b_t is not None:",
-        "    _result = (b_t.sum_to_size(b.shape)) if _result is None else _result + (b_t.sum_to_size(b.shape))",
-        "return _result",
-    )[-5:]
+        "    result_t = (b_t.sum_to_size(b.shape)) if result_t is None else result_t + (b_t.sum_to_size(b.shape))",
+        "return result_t",
+    )
 
 
 def test_auto_linear_applies_the_op_to_the_tangents():
     plan = _plan("(Tensor x, float alpha) -> Tensor", {"x": "grad * alpha"}, "x = {shape = [2]}\nalpha = 2.0", jvp={"auto_linear": True})
-    assert plan.jvp_lines == ("return foo(tangents[0], ctx._alpha)",)
-    assert "ctx._alpha = alpha" in plan.setup_lines
+    assert plan.jvp_lines == ("return foo(x_t, ctx.alpha)",)
+    assert "ctx.alpha = alpha" in plan.setup_lines
 
 
 def test_without_formulas_backward_and_jvp_raise():
     op = simple_op("(Tensor x) -> Tensor")
     plan = plan_function(op, {})
-    assert plan.backward_lines == ("_no_gradient(_NO_GRAD)",)
-    assert plan.jvp_lines == ("_no_gradient(_NO_JVP)",)
+    assert plan.backward_lines == (
+        'raise RuntimeError("mylib::foo has no gradient formula: add a [grad] table to op.toml")',
+    )
+    assert plan.jvp_lines[0].startswith("raise RuntimeError(")
     assert plan.setup_lines == ("pass",)
 
 

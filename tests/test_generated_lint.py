@@ -70,7 +70,7 @@ def test_generated_python_has_no_unused_imports(source: str, tmp_path: Path) -> 
     files = _example_files() if source == "reference set" else _case_files()
     python = {rel: text for rel, text in files.items() if rel.endswith(".py")}
     assert len(python) >= (30 if source == "reference set" else 15), sorted(python)
-    assert any(rel.endswith("_runtime.py") for rel in python)
+    assert any("/_generated/" in rel for rel in python)
     assert _unused_imports(python, tmp_path) == ""
 
 

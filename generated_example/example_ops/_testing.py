@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import torch
 
-from ._runtime import MISSING
 from ._testing_samples import (
     TensorSpec,
     clone,
@@ -29,7 +28,6 @@ __all__ = [
     "check_opcheck",
     "check_aliases",
     "check_versions",
-    "check_private_bindings",
     "check_gradients",
     "check_double_backward_refused",
     "check_compile",
@@ -147,15 +145,6 @@ def _bind(op, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
-def check_private_bindings() -> None:
-    """The private torch names the typed wrappers use (_runtime.py) all exist in this torch."""
-    assert not MISSING, (
-        f"this torch ({torch.__version__}) lacks {', '.join(MISSING)}: the operators' wrappers "
-        "take the regular dispatch path (correct, slower); regenerate the project with a newer "
-        "opgen"
-    )
-
-
 _OPCHECK_TESTS = (
     "test_schema",
     "test_autograd_registration",
@@ -241,14 +230,25 @@ def _no_sample_message(samples, names: Iterable[str], spec: str, what: str) -> s
 
 
 def check_gradients(
-    op, samples, device, input_name, gradgrad=True, forward_ad=False, wrapper=None, spec="the spec"
+    op,
+    samples,
+    device,
+    input_name,
+    gradgrad=True,
+    forward_ad=False,
+    wrapper=None,
+    raw_forward_ad=False,
+    spec="the spec",
 ) -> int:
     """gradcheck (and gradgradcheck) in float64 with only `input_name` requiring grad.
 
     With `forward_ad` (the spec has a [jvp] table) a second gradcheck checks
-    forward-mode AD: the [jvp] formulas' tangents against finite differences,
+    forward-mode AD through `wrapper` (and through `op` too with
+    `raw_forward_ad`): the [jvp] formulas' tangents against finite differences,
     in gradcheck's fast mode (random projections of the Jacobian: one
-    forward-mode call instead of one per input element).
+    forward-mode call instead of one per input element). torch's
+    register_autograd has no forward mode: the raw op reaches the [jvp]
+    formulas only where the project opts into it.
 
     Samples that omit the input (an optional Tensor) or give it no tensor that
     requires grad are skipped, but at least one sample must check it. The first
@@ -256,6 +256,7 @@ def check_gradients(
     call. Returns the number of samples checked.
     """
     checked = 0
+    forward = [fn for fn in (wrapper, op if raw_forward_ad or wrapper is None else None) if fn]
     for kwargs in materialize(samples, device, torch.float64, (input_name,)):
         value = kwargs.get(input_name)
         inputs = [t for t in tensors_of(value) if t.requires_grad]
@@ -283,23 +284,16 @@ def check_gradients(
 
         assert torch.autograd.gradcheck(bind(op), inputs)
         if forward_ad:
-            assert torch.autograd.gradcheck(
-                bind(op), inputs, check_forward_ad=True, check_backward_ad=False, fast_mode=True
-            ), "forward-mode gradcheck"
+            for fn in forward:
+                assert torch.autograd.gradcheck(
+                    bind(fn), inputs, check_forward_ad=True, check_backward_ad=False, fast_mode=True
+                ), f"forward-mode gradcheck of {_describe(fn)}"
         if gradgrad:
             assert torch.autograd.gradgradcheck(bind(op), inputs)
         if wrapper is not None and checked == 0:
             assert torch.autograd.gradcheck(
                 bind(wrapper), inputs
             ), f"gradcheck of {_describe(wrapper)}"
-            if forward_ad:
-                assert torch.autograd.gradcheck(
-                    bind(wrapper),
-                    inputs,
-                    check_forward_ad=True,
-                    check_backward_ad=False,
-                    fast_mode=True,
-                ), f"forward-mode gradcheck of {_describe(wrapper)}"
         checked += 1
     if not checked:
         raise AssertionError(

@@ -10,7 +10,6 @@ from example_ops._testing import (
     check_dtype_coverage,
     check_gradients,
     check_opcheck,
-    check_private_bindings,
     check_reference,
     device_params,
 )
@@ -21,7 +20,6 @@ from example_ops._testing_pt2 import (
     check_export,
 )
 from example_ops._testing_transforms import (
-    check_raw_handle_refuses,
     check_torch_func,
     check_vmap,
     check_vmap_grad,
@@ -53,10 +51,6 @@ def reference(a, b):
 def test_matches_reference(device, dtype):
     check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
     check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
-
-
-def test_private_torch_bindings():
-    check_private_bindings()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -95,11 +89,6 @@ def test_compile_matches_eager(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_func(device):
     check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=True, spec=SPEC)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_torch_func_through_torch_ops_raises(device):
-    check_raw_handle_refuses(OP, SAMPLES, device, DIFFERENTIABLE, "example_ops.matmul", spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)

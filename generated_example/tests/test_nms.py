@@ -10,7 +10,6 @@ from example_ops._testing import (
     check_compile,
     check_dtype_coverage,
     check_opcheck,
-    check_private_bindings,
     check_reference,
     device_params,
 )
@@ -63,10 +62,6 @@ reference = helpers.nms_reference
 def test_matches_reference(device, dtype):
     check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
     check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
-
-
-def test_private_torch_bindings():
-    check_private_bindings()
 
 
 @pytest.mark.parametrize("device", DEVICES)

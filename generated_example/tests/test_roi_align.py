@@ -11,7 +11,6 @@ from example_ops._testing import (
     check_dtype_coverage,
     check_gradients,
     check_opcheck,
-    check_private_bindings,
     check_reference,
     device_params,
 )
@@ -22,7 +21,6 @@ from example_ops._testing_pt2 import (
     check_export,
 )
 from example_ops._testing_transforms import (
-    check_raw_handle_refuses,
     check_torch_func,
     check_vmap,
     check_vmap_grad,
@@ -79,10 +77,6 @@ def test_matches_reference(device, dtype):
     check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
 
 
-def test_private_torch_bindings():
-    check_private_bindings()
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     check_opcheck(OP, SAMPLES, device, DTYPES[0], DIFFERENTIABLE)
@@ -119,13 +113,6 @@ def test_compile_matches_eager(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_func(device):
     check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=False, spec=SPEC)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_torch_func_through_torch_ops_raises(device):
-    check_raw_handle_refuses(
-        OP, SAMPLES, device, DIFFERENTIABLE, "example_ops.roi_align", spec=SPEC
-    )
 
 
 @pytest.mark.parametrize("device", DEVICES)

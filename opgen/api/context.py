@@ -15,18 +15,11 @@ from ..spec.model import OpSpec, ProjectConfig
 from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
+from .autograd_kind import cpp_mutation_fallbacks, wrapper_bumps_versions
 from .devices import DISPATCH_KEYS
-from .fastpath import (
-    bumps_versions,
-    fast_path_inputs,
-    mutation_fast_path,
-    registers_in_cpp,
-    runs_below_autograd,
-)
 from .imports import (
     module_imports,
     pt2_testing_names,
-    runtime_imports,
     test_imports,
     transforms_testing_names,
 )
@@ -35,7 +28,7 @@ from .literals import literal
 from .names import Namer
 from .pyexpr import expression
 from .testing import test_context
-from .transforms import class_name, function_context, kernel_context, public_name, vmap_context
+from .transforms import class_name, function_context, public_name, vmap_context
 
 __all__ = [
     "op_context",
@@ -78,27 +71,36 @@ def _kernel_functions(op: OpSpec) -> list[str]:
     return [f"{op.module}_{d}" for d in op.devices] if op.per_device else [op.module]
 
 
-_INTERNAL = (
-    "handle call compiling grad_enabled any_requires_grad transforms_active excluded exclude "
-    "AUTOGRAD below kernels lib fake missing_fake no_gradient direct_call "
-    "register_below_autograd register_version_bump INPLACE_OR_VIEW below_view bump_versions result "
-    # the autograd.Function, the Autograd kernel and the batching rule
-    "below_autograd plain_apply_of op_instead redispatch_of redispatch AFTER_AUTOGRAD FORWARD_AD "
-    "needs_autograd refuse_under_transforms flatten unflatten nest LISTS RETURNS RETURN_LISTS "
-    "NO_GRAD NO_JVP apply plain_apply autograd with_grad keyset batching rule vmap"
-).split()
+# the module-level names of the op's generated module, by role; an argument may take any of them
+_INTERNAL = {
+    "op": "_op",
+    "kernels": "_kernels",
+    "lib": "_lib",
+    "rule": "_rule",
+    "unpack_dual": "unpack_dual",
+    "elementwise": "elementwise",
+    "leading": "leading",
+    "loop": "loop",
+    "flatten": "flatten",
+    "unflatten": "unflatten",
+    "nest": "nest",
+    "result": "result",
+}
 
 
 def _internal_names(op: OpSpec) -> dict[str, str]:
     """Module-level names the generated op module uses (Note [Generated names]).
 
-    Each is `_<role>`, with `_` appended while an argument or the op has the name;
+    Each keeps its name (`_op`, `unpack_dual`, `loop`...) unless an argument or the
+    op has it, and then takes `_` suffixes (an import then reads `loop as loop_`);
     `torch` stays `torch` unless an argument is called `torch`, and then names an alias.
     """
     arguments = {a.name for a in op.args}
     namer = Namer(arguments | {op.name, op.module})
-    names = {role: namer(f"_{role}") for role in _INTERNAL}
+    names = {role: namer(preferred) for role, preferred in _INTERNAL.items()}
     names["bridge"] = namer(f"_{op.module}")
+    # the fake kernel and the batching rule are registered by decorators and named `_`
+    names["registered"] = namer("_")
     # the parameters torch's vmap passes the registered batching rule first
     names["info"] = namer("info")
     names["in_dims"] = namer("in_dims")
@@ -150,7 +152,6 @@ def op_context(
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
     path = spec_path(op, config)
     fake = py.fake_outputs(op)
-    in_python = not registers_in_cpp(op)
     names = _internal_names(op)
     context = {
         "qualname": op.qualname,
@@ -176,6 +177,9 @@ def op_context(
         "signature": py.signature(op),
         "wrapper_def": py.def_lines(op, op.name),
         "plain_signature": py.signature(op, annotate=False),
+        "fake_def": wrapped(
+            f"def {names['registered']}(", py.parameters(op, annotate=False), "):", "", is_def=True
+        ),
         "call_arguments": py.call_arguments(op),
         "return_annotation": py.return_annotation(op.returns),
         "kernel_return_annotation": py.return_annotation(op.returns, kernel=True),
@@ -197,18 +201,16 @@ def op_context(
             )
         ),
         "function": function_context(op, library, names),
-        "kernel": kernel_context(op, config.package),
+        "once_differentiable": bool(op.grads) and not op.double_backward,
         "vmap": vmap_context(op, names),
         "autocast": [(device, f"torch.{dtype}") for device, dtype in op.autocast],
         "positional_arguments": ", ".join(a.name for a in op.args),
-        "register_below_autograd": in_python and runs_below_autograd(op),
-        "register_version_bump": in_python and bumps_versions(op),
+        "bumped": _bumped(op) if wrapper_bumps_versions(op) else [],
+        "returns_nothing": not op.returns,
+        "cpp_mutation_fallbacks": cpp_mutation_fallbacks(op),
         "registered_name": op.registered_name,
-        "fast_path": fast_path_inputs(op),
-        "mutation_fast_path": mutation_fast_path(op),
         "double_backward": op.double_backward,
         **test_context(op, path, differentiable),
-        "module_imports": module_imports(op),
         "test_imports": test_imports(op),
         "transforms_testing_names": transforms_testing_names(op, differentiable),
         "pt2_testing_names": pt2_testing_names(op),
@@ -222,8 +224,13 @@ def op_context(
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }
-    context["runtime_imports"] = runtime_imports(op, names, context)
+    context["module_imports"] = module_imports(op, names, context)
     return context
+
+
+def _bumped(op: OpSpec) -> list[dict[str, Any]]:
+    """The written arguments whose versions the wrapper bumps (Note [Written arguments])."""
+    return [{"name": a.name, "optional": a.is_optional} for a in op.mutated]
 
 
 def _tags(op: OpSpec) -> str | None:

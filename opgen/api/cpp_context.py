@@ -14,15 +14,8 @@ from typing import Any
 from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
+from .autograd_kind import cpp_mutation_fallbacks
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .fastpath import (
-    bumps_versions,
-    grad_in_python_from_cpp,
-    no_grad_message,
-    refuses_backward_in_cpp,
-    registers_in_cpp,
-    runs_below_autograd,
-)
 from .fences import CHECKS, fence_lines
 from .names import Namer, cpp_safe
 
@@ -223,12 +216,9 @@ def _header_includes(op: OpSpec) -> list[str]:
 
 
 def _def_arguments(op: OpSpec) -> list[str]:
-    """The arguments of each `m.def` the op needs: its schema (with its tags) unless Python defines
-    it (Note [Defining tagged ops]), and its gradient helper's."""
-    defs = [] if _defined_in_python(op) else [cpp.cpp_string(op.full_schema) + _tags_cpp(op)]
-    if grad_in_python_from_cpp(op):
-        defs.append(cpp.cpp_string(f"_{op.module}_autograd{op.schema}"))
-    return defs
+    """The arguments of the op's `m.def`: its schema (with its tags), unless Python defines it
+    (Note [Defining tagged ops])."""
+    return [] if _defined_in_python(op) else [cpp.cpp_string(op.full_schema) + _tags_cpp(op)]
 
 
 def cpp_op_context(op: OpSpec, files: CppFiles) -> dict[str, Any]:
@@ -313,25 +303,10 @@ def cpp_project_context(
             for d in devices
         },
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
-        "grad_in_python": [
-            {
-                "name": c["impl_name"],
-                "helper": cpp.cpp_string(f"{op.namespace}::_{op.module}_autograd"),
-                "package": cpp.cpp_string(config.package),
-            }
-            for op, c in ops
-            if grad_in_python_from_cpp(op)
-        ],
-        "backward_refusals": [
-            {"name": c["impl_name"], "message": cpp.cpp_string(no_grad_message(op) or "")}
-            for op, c in ops
-            if refuses_backward_in_cpp(op)
-        ],
-        "below_autograd": [
-            c["impl_name"] for op, c in ops if registers_in_cpp(op) and runs_below_autograd(op)
-        ],
-        "version_bumps": [
-            c["impl_name"] for op, c in ops if registers_in_cpp(op) and bumps_versions(op)
+        # Note [Written arguments] in api/autograd_kind.py
+        "mutation_fallbacks": [c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op)],
+        "returning_mutations": [
+            c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op) and op.returns
         ],
         "pybind_ops": [
             {

@@ -14,18 +14,11 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
-from .autograd import list_positions
-from .fastpath import (
-    AutogradKind,
-    autograd_kind,
-    cpp_autograd,
-    grad_in_python_from_cpp,
-)
+from .autograd_kind import AutogradKind, autograd_kind
 from .testing import compile_expectation
 
 __all__ = [
     "module_imports",
-    "runtime_imports",
     "test_imports",
     "transforms_testing_names",
     "pt2_testing_names",
@@ -41,13 +34,20 @@ def _globals(expressions: Iterable[str]) -> set[str]:
     }
 
 
-def _grouped(stdlib: list[str], third_party: list[str]) -> list[str]:
-    """Import lines, a blank string between the standard library's and the rest (as isort groups them)."""
-    return stdlib + ([""] if stdlib and third_party else []) + third_party
+def _grouped(*groups: list[str]) -> list[str]:
+    """Import lines, a blank string between groups (as isort groups them)."""
+    lines: list[str] = []
+    for group in (g for g in groups if g):
+        lines += ([""] if lines else []) + group
+    return lines
 
 
-def module_imports(op: OpSpec) -> list[str]:
-    """The standard-library and torch imports of the op's generated module (`_generated/<op>.py`)."""
+def _as(name: str, local: str) -> str:
+    return name if name == local else f"{name} as {local}"
+
+
+def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, Any]) -> list[str]:
+    """Every import of the op's generated module (`_generated/<op>.py`), grouped as isort does."""
     fake = py.fake_outputs(op) or ()
     used = _globals([*op.fake.checks, *fake, *(f.expression for f in op.grads), *op.jvp.result])
     used -= {a.name for a in op.args}  # an argument's name means the argument
@@ -60,9 +60,39 @@ def module_imports(op: OpSpec) -> list[str]:
         third_party.append("import torch.nn.functional as F")
     if any(re.search(r"\bTensor\b", text) for text in annotations):
         third_party.append("from torch import Tensor")
-    if op.grads and not op.double_backward:
+    function = context["function"]
+    if function and context["once_differentiable"]:
         third_party.append("from torch.autograd.function import once_differentiable")
-    return _grouped(stdlib, third_party)
+    if function:
+        third_party.append(
+            f"from torch.autograd.forward_ad import {_as('unpack_dual', names['unpack_dual'])}"
+        )
+    package: list[str] = []
+    if op.backend == "cpp":
+        package.append("from .. import _library  # noqa: F401  (defines the op)")
+    rules = {op.vmap} if op.vmap in ("elementwise", "leading", "loop") else set()
+    if rules:
+        package.append(
+            "from .._batching import " + ", ".join(_as(r, names[r]) for r in sorted(rules))
+        )
+    if function and function["uses_lists"]:
+        helpers = ("flatten", "nest", "unflatten")
+        package.append(
+            "from .._tensor_lists import " + ", ".join(_as(h, names[h]) for h in helpers)
+        )
+    if op.backend == "python":
+        package.append(f"from ..kernels import {op.module} as {names['kernels']}")
+    if op.vmap == "custom":
+        package.append(f"from ..kernels import {op.module}_vmap as {names['rule']}")
+    if function:
+        package += [f"from . import {m} as _op_{m}" for m in function["sibling_imports"]]
+    return _grouped(stdlib, third_party, sorted(package, key=_isort_key))
+
+
+def _isort_key(line: str) -> tuple[int, str]:
+    """isort's order of relative imports: farther packages (`..`) first, then by module."""
+    module = line.split()[1]
+    return (-(len(module) - len(module.lstrip("."))), module.lstrip("."))
 
 
 def test_imports(op: OpSpec) -> list[str]:
@@ -75,46 +105,6 @@ def test_imports(op: OpSpec) -> list[str]:
     return _grouped(["import math"] if "math" in used else [], third_party)
 
 
-def runtime_imports(op: OpSpec, names: Mapping[str, str], flags: Mapping[str, Any]) -> list[str]:
-    """`name as alias` of each helper the op's module takes from `<package>/_runtime.py`."""
-    kind = autograd_kind(op)
-    function = kind in (AutogradKind.FUNCTION, AutogradKind.REFUSE)
-    wanted = {"direct_call"}
-    if function:
-        wanted |= {"below_autograd", "plain_apply", "op_instead_of_function", "transforms_active"}
-        if not op.grads or not op.jvp.present:
-            wanted.add("no_gradient")
-        if list_positions(op):
-            wanted |= {"flatten", "unflatten"}
-        if any(r.family == "Tensor[]" for r in op.returns):
-            wanted |= {"nest"} | ({"flatten"} if len(op.returns) > 1 else set())
-        if not cpp_autograd(op):
-            wanted |= {"redispatch", "AFTER_AUTOGRAD", "any_requires_grad", "FORWARD_AD"}
-            wanted |= {"needs_autograd", "refuse_under_transforms"}
-    if grad_in_python_from_cpp(op):
-        wanted.add("refuse_under_transforms")
-    if flags["fast_path"]:
-        wanted |= {"AUTOGRAD", "is_excluded", "set_excluded", "any_requires_grad", "FORWARD_AD"}
-    mutation = flags["mutation_fast_path"]
-    if isinstance(mutation, dict):
-        wanted |= {"INPLACE_OR_VIEW", "bump_versions", "is_excluded", "set_excluded"}
-        wanted |= {"transforms_active"} | ({"AUTOGRAD"} if mutation["autograd"] else set())
-    for flag in ("missing_fake", "register_below_autograd", "register_version_bump"):
-        if flags[flag]:
-            wanted.add(flag)
-    return sorted(f"{name} as {names[_ROLES.get(name, name)]}" for name in wanted)
-
-
-# the role in `op.names` of each `_runtime.py` name whose alias is not `_<name>`
-_ROLES = {
-    "is_excluded": "excluded",
-    "set_excluded": "exclude",
-    "plain_apply": "plain_apply_of",
-    "redispatch": "redispatch_of",
-    "op_instead_of_function": "op_instead",
-}
-
-
 def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
     """What the op's tests import from `<package>/_testing_transforms.py`, sorted."""
     if not op.test.has_samples:
@@ -123,8 +113,6 @@ def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[
     gradients = bool(list(differentiable)) and autograd_kind(op) is AutogradKind.FUNCTION
     if gradients and op.test.has_reference:
         names.add("check_torch_func")
-    if gradients:
-        names.add("check_raw_handle_refuses")
     if op.vmap != "none":
         names.add("check_vmap")
         if gradients and op.test.has_reference:

@@ -11,7 +11,7 @@ still over 100 columns leaves the file to black.
 
 from __future__ import annotations
 
-__all__ = ["wrapped", "LINE_LENGTH"]
+__all__ = ["wrapped", "condition", "LINE_LENGTH"]
 
 LINE_LENGTH = 100
 
@@ -31,3 +31,19 @@ def wrapped(
     if fits and not (is_def and len(items) == 1):
         return [head, "    " + body, tail]
     return [head, *(f"    {item}," for item in items), tail]
+
+
+def condition(keyword: str, operands: list[str], operator: str, indent: str) -> list[str]:
+    """`if a or b or c:` as black lays it out at `indent`: one line if it fits; else the
+    condition on its own line between `if (` and `):`; else one operand per line."""
+    body = f" {operator} ".join(operands)
+    if len(indent) + len(keyword) + 1 + len(body) + 1 <= LINE_LENGTH:
+        return [f"{keyword} {body}:"]
+    if len(indent) + 4 + len(body) <= LINE_LENGTH:
+        return [f"{keyword} (", "    " + body, "):"]
+    return [
+        f"{keyword} (",
+        "    " + operands[0],
+        *(f"    {operator} {o}" for o in operands[1:]),
+        "):",
+    ]

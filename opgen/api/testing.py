@@ -140,7 +140,7 @@ def _takes_tensors(op: OpSpec) -> bool:
 
 def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
     """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
-    names = {"check_private_bindings", "device_params"}
+    names = {"device_params"}
     if op.test.has_samples:
         names |= {"check_compile", "check_opcheck"}
         if any(

@@ -1,19 +1,19 @@
-"""The `op.function`, `op.kernel` and `op.vmap` variables: the op's autograd.Function, its
-Autograd kernel, its batching rule, autocast and tags, as the op module's template prints them.
+"""The `op.function` and `op.vmap` variables: the op's autograd.Function and its batching rule,
+as the op module's template prints them.
 
 Note [Batching rules]
 `vmap` in a spec picks the rule torch.vmap runs for the op, registered with
 torch.library.register_vmap (for `torch.vmap(torch.ops.ns.op)`) and as the
-Function's `vmap` (for the typed wrapper under torch.func), one rule for both,
-from the package's generated `_batching.py`:
+Function's `vmap` (for a gradient or a tangent asked for under vmap), one rule
+for both, from the package's `_batching.py`:
 - "elementwise": one call on (batch, *broadcast shape), every tensor expanded;
 - "leading": the op treats the leading dims of `vmap_leading` (default: the
   first tensor) as independent rows, so the batch becomes one more: one call;
   a batched argument elsewhere falls back to one call per sample;
 - "loop" (the default for functional ops): one call per sample, stacked; right
   for every op, as slow as torch's fallback but without its warning, and the
-  only rule under which the wrapper composes vmap with grad for an op nobody
-  wrote a rule for;
+  only rule under which vmap composes with grad for an op nobody wrote a rule
+  for;
 - "custom": `kernels/<op>_vmap.py`, created once (a loop to start from) and
   then yours;
 - "none": no rule; torch's fallback. The default, and the only rule, for
@@ -31,20 +31,12 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
-from .autograd import FUNCTION_GLOBALS, list_positions, plan_function, sibling_call
-from .devices import DISPATCH_KEYS
-from .fastpath import (
-    AutogradKind,
-    autograd_kind,
-    cpp_autograd,
-    grad_in_python_from_cpp,
-    no_grad_message,
-    no_jvp_message,
-    runs_below_autograd,
-)
+from .autograd import FunctionNames, list_positions, plan_function, sibling_call
+from .autograd_kind import AutogradKind, autograd_kind
+from .layout import condition, wrapped
 from .literals import literal
 
-__all__ = ["function_context", "kernel_context", "vmap_context", "class_name", "public_name"]
+__all__ = ["function_context", "vmap_context", "class_name", "public_name"]
 
 
 def class_name(op: OpSpec) -> str:
@@ -59,44 +51,27 @@ def public_name(op: OpSpec, package: str) -> str:
     return f"{package}.{op.name}"
 
 
-def _message(text: str | None) -> str | None:
-    return literal(text) if text else None
-
-
-def _rule_call(
-    op: OpSpec, n: Mapping[str, str], fn: str, arguments: str, params: str = "info, in_dims"
-) -> str:
+def _rule(op: OpSpec, n: Mapping[str, str], fn: str, arguments: str) -> str:
+    """A call of the op's batching rule with `fn` (the overload, or the wrapper)."""
     if op.vmap == "custom":
         head = f"{n['rule']}.{op.module}_vmap({fn}, "
     elif op.vmap == "leading":
         positions = tuple(i for i, a in enumerate(op.args) if a.name in op.vmap_leading)
-        head = f"{n['batching']}.leading({fn}, {literal(positions)}, "
+        head = f"{n['leading']}({fn}, {literal(positions)}, "
     else:
-        head = f"{n['batching']}.{op.vmap}({fn}, "
-    return f"{head}{params}, {arguments})"
+        head = f"{n[op.vmap]}({fn}, "
+    return f"{head}{n['info']}, {n['in_dims']}, {arguments})"
 
 
-def _call_arguments(op: OpSpec, local: Mapping[str, str]) -> str:
-    return ", ".join(
-        f"{a.name}={local[a.name]}" if a.kwarg_only else local[a.name] for a in op.args
-    )
-
-
-def vmap_context(
-    op: OpSpec, n: Mapping[str, str], local: Mapping[str, str] | None = None
-) -> dict[str, Any] | None:
-    """The batching rule called with the op's overload (`register_vmap`) and with `_apply`
-    (Function.vmap, whose parameters are `local`)."""
+def vmap_context(op: OpSpec, n: Mapping[str, str]) -> dict[str, Any] | None:
+    """The batching rule torch.vmap runs for the raw op (`register_vmap`)."""
     if op.vmap == "none":
         return None
-    local = local if local is not None else {a.name: a.name for a in op.args}
+    parameters = [n["info"], n["in_dims"], *py.parameters(op, annotate=False)]
     return {
         "rule": op.vmap,
-        "params": f"{n['info']}, {n['in_dims']}",
-        "handle_call": _rule_call(
-            op, n, n["handle"], py.call_arguments(op), f"{n['info']}, {n['in_dims']}"
-        ),
-        "function_call": _rule_call(op, n, n["apply"], _call_arguments(op, local)),
+        "def_lines": wrapped(f"def {n['registered']}(", parameters, "):", "", is_def=True),
+        "call": _rule(op, n, n["op"], py.call_arguments(op)),
         "custom_module": f"{op.module}_vmap" if op.vmap == "custom" else None,
     }
 
@@ -105,41 +80,34 @@ def function_context(
     op: OpSpec, siblings: Mapping[str, str], n: Mapping[str, str]
 ) -> dict[str, Any] | None:
     """The op's autograd.Function (Note [One autograd.Function per op]), or None when it has none."""
-    kind = autograd_kind(op)
-    if kind not in (AutogradKind.FUNCTION, AutogradKind.REFUSE):
+    if autograd_kind(op) is AutogradKind.NONE:
         return None
-    plan = plan_function(
-        op,
-        siblings,
-        {role: n[role] for role in FUNCTION_GLOBALS},
-        reserved=(n["apply"], n["batching"], n["rule"]),
+    names = FunctionNames(
+        op=n["op"],
+        wrapper=op.name,
+        flatten=n["flatten"],
+        unflatten=n["unflatten"],
+        nest=n["nest"],
+        reserved=tuple(v for k, v in n.items() if k not in ("info", "in_dims")),
     )
+    plan = plan_function(op, siblings, names)
     local = plan.locals
+    vmap_lines = list(plan.vmap_unpack)
+    if op.vmap != "none":
+        arguments = ", ".join(
+            f"{a.name}={local[a.name]}" if a.kwarg_only else local[a.name] for a in op.args
+        )
+        vmap_lines.append(f"return {_rule(op, n, op.name, arguments)}")
     lists = list_positions(op)
     list_returns = tuple(r.family == "Tensor[]" for r in op.returns)
-    positional = ", ".join(local[a.name] for a in op.args)
+    arguments = ", ".join(a.name for a in op.args)
     if lists:
-        targets = f"({positional},)" if len(op.args) == 1 else positional
-        counts, flat = plan.vmap_params.split(", ")[2], plan.vmap_params.split(", ")[3][1:]
-        vmap_lines = [
-            f"{targets} = {n['unflatten']}({n['LISTS']}, {counts}, {flat})",
-            f"in_dims = {n['unflatten']}({n['LISTS']}, {counts}, in_dims[1:])",
-        ]
-    else:
-        vmap_lines = []
-    vmap = vmap_context(op, n, local)
-    if vmap is not None:
-        vmap_lines.append(f"return {vmap['function_call']}")
-    plain_args = ", ".join(a.name for a in op.args)
-    if lists:
-        apply_args = f"*{n['flatten']}({n['LISTS']}, ({plain_args},))"
-    else:
-        apply_args = plain_args
-    applied = f"{n['Function']}.apply({apply_args})"
-    plain = f"{n['plain_apply']}({apply_args})"
+        arguments = (
+            f"*{n['flatten']}({literal(lists)}, ({arguments}{',' if len(op.args) == 1 else ''}))"
+        )
+    applied = f"{n['Function']}.apply({arguments})"
     if any(list_returns):
-        applied = f"{n['nest']}({n['RETURNS']}, {applied})"
-        plain = f"{n['nest']}({n['RETURNS']}, {plain})"
+        applied = f"{n['nest']}({literal(list_returns)}, {applied})"
     return {
         "class_name": n["Function"],
         "forward_params": plan.forward_params,
@@ -151,20 +119,49 @@ def function_context(
         "jvp_params": plan.jvp_params,
         "jvp_lines": plan.jvp_lines,
         "vmap_params": plan.vmap_params,
-        "vmap_lines": tuple(vmap_lines) if vmap is not None else (),
-        "no_grad_message": _message(no_grad_message(op)),
-        "no_jvp_message": _message(no_jvp_message(op)),
-        "lists": literal(lists) if lists else None,
-        "returns": literal(list_returns) if any(list_returns) else None,
-        "return_lists": (
-            literal(tuple(i for i, flag in enumerate(list_returns) if flag))
-            if any(list_returns) and len(op.returns) > 1
-            else None
-        ),
+        "vmap_lines": tuple(vmap_lines) if op.vmap != "none" else (),
         "apply": applied,
-        "plain_apply": plain,
+        "uses_lists": plan.uses_lists,
         "sibling_imports": _sibling_modules(op, siblings),
+        "tracked_lines": _tracked(op, n),
+        "keyword_only": [a.name for a in op.args if a.kwarg_only],
+        "keyword_only_literal": literal(tuple(a.name for a in op.args if a.kwarg_only)),
+        "positional_count": sum(1 for a in op.args if not a.kwarg_only),
+        "register_lines": wrapped(
+            f"{n['torch']}.library.register_autograd(",
+            [
+                literal(op.registered_name),
+                f"{n['Function']}.backward",
+                f"setup_context={n['Function']}.setup_context",
+            ],
+            ")",
+            "",
+        ),
     }
+
+
+def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
+    """The wrapper's `if` that asks for the Function: a gradient or a forward-mode tangent
+    on a differentiable input, laid out as black lays it out in the wrapper's body."""
+    torch, unpack = n["torch"], n["unpack_dual"]
+    grads, tangents = [], []
+    for arg in op.args:
+        if not arg.differentiable:
+            continue
+        name = arg.name
+        if arg.is_tensor_list:
+            grads.append(f"any(t.requires_grad for t in {name} if t is not None)")
+            tangents.append(
+                f"any({unpack}(t).tangent is not None for t in {name} if t is not None)"
+            )
+        elif arg.family == "Tensor?":
+            grads.append(f"({name} is not None and {name}.requires_grad)")
+            tangents.append(f"({name} is not None and {unpack}({name}).tangent is not None)")
+        else:
+            grads.append(f"{name}.requires_grad")
+            tangents.append(f"{unpack}({name}).tangent is not None")
+    grad = grads[0] if len(grads) == 1 else f"({' or '.join(grads)})"
+    return condition("if", [f"({torch}.is_grad_enabled() and {grad})", *tangents], "or", "    ")
 
 
 def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:
@@ -187,25 +184,3 @@ def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:
         if name in siblings and sibling_call(op, name, siblings).startswith("_op_")
     }
     return sorted(modules)
-
-
-def kernel_context(op: OpSpec, package: str) -> dict[str, Any] | None:
-    """The op's Python Autograd kernel (Note [Keyset Autograd kernel]), or None when it has none here."""
-    kind = autograd_kind(op)
-    if kind is AutogradKind.NONE or runs_below_autograd(op):
-        return None  # a mutating op's kernel: Note [Mutating ops that return] in _runtime.py
-    if op.backend == "python" and op.registration == "custom_op":
-        keys = [f"Autograd{DISPATCH_KEYS[d]}" for d in op.devices]
-    else:
-        keys = ["Autograd"]
-    tensors = ", ".join(a.name for a in op.args if a.differentiable)
-    return {
-        "kind": str(kind),
-        "in_cpp": cpp_autograd(op),
-        "helper": f"_{op.module}_autograd" if grad_in_python_from_cpp(op) else None,
-        "keys": keys,
-        "signature": py.signature(op, annotate=False),
-        "call_arguments": py.call_arguments(op),
-        "tensors": tensors,
-        "public": public_name(op, package),
-    }

@@ -48,22 +48,51 @@ def _package_files(package: str) -> list[tuple[str, str]]:
         (f"{package}/_testing_transforms.py", "package/_testing_transforms.py.j2"),
         (f"{package}/_testing_pt2.py", "package/_testing_pt2.py.j2"),
         (f"{package}/_testing_samples.py", "package/_testing_samples.py.j2"),
-        (f"{package}/_runtime.py", "package/_runtime.py.j2"),
-        (f"{package}/_batching.py", "package/_batching.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
         (f"{package}/kernels/__init__.py", "package/empty_init.py.j2"),
     ]
 
 
+# Run-time helpers copied from opgen/runtime/ into the package (opgen/runtime/__init__.py says
+# why), and when an op needs each: its module name there and its path in the package.
+_RUNTIME = {"batching": "_batching.py", "tensor_lists": "_tensor_lists.py"}
+# Files earlier versions of opgen generated and this one does not: removed like any other
+# generated file that is no longer produced (Note [Deletion authority]).
+_RETIRED = ("_runtime.py",)
+
+
+def _runtime_needed(ops: tuple[OpSpec, ...]) -> list[str]:
+    from ..api.autograd import list_positions
+    from ..api.autograd_kind import AutogradKind, autograd_kind
+
+    needed = []
+    if any(op.vmap != "none" for op in ops):
+        needed.append("batching")
+    with_function = [op for op in ops if autograd_kind(op) is not AutogradKind.NONE]
+    if any(
+        list_positions(op) or any(r.family == "Tensor[]" for r in op.returns)
+        for op in with_function
+    ):
+        needed.append("tensor_lists")
+    return needed
+
+
+@functools.cache
+def _runtime_source(module: str) -> str:
+    from importlib.resources import files
+
+    return files("opgen.runtime").joinpath(f"{module}.py").read_text(encoding="utf-8")
+
+
 def package_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
-    """The package's `__init__.py`, `_testing*.py`, `_runtime.py`, `_batching.py` and the tests'
-    `conftest.py`."""
+    """The package's `__init__.py`, its run-time helpers (`_batching.py`, `_tensor_lists.py`)
+    and the tests' `conftest.py`."""
     items = _package_files(config.package)
     if not any(op.backend == "python" or op.vmap == "custom" for op in ops):
         items.pop()
-    return [
+    artifacts = [
         Artifact(
             path,
             template,
@@ -73,6 +102,24 @@ def package_artifacts(
         )
         for path, template in items
     ]
+    for module in _runtime_needed(ops):
+        artifacts.append(
+            Artifact(
+                f"{config.package}/{_RUNTIME[module]}",
+                "package/runtime.py.j2",
+                Owner.GENERATED,
+                CONFIG_FILE,
+                functools.partial(
+                    lambda m: {
+                        **base(),
+                        "header": header(CONFIG_FILE),
+                        "source": _runtime_source(m),
+                    },
+                    module,
+                ),
+            )
+        )
+    return artifacts
 
 
 def collect_artifacts(
@@ -163,6 +210,7 @@ def generated_patterns(config: ProjectConfig) -> list[str]:
 
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
+    patterns += [f"{package}/{name}" for name in (*_RUNTIME.values(), *_RETIRED)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
     modules, test, custom = sharding_generated_paths(package)
     patterns += [*modules, test, custom]

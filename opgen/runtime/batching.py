@@ -1,13 +1,12 @@
-{{ header }}
-"""Batching rules of the operators of `{{ project.package }}`: what torch.vmap runs.
+"""Batching rules of the package's operators: what torch.vmap runs.
 
 An op's spec picks one (`vmap = "elementwise" | "leading" | "loop"`, or
 "custom" for a rule of your own in `kernels/<op>_vmap.py`, which may call
 these). Every rule has the signature of a torch.library.register_vmap rule
 with the callable to run first: `rule(fn, info, in_dims, *args, **kwargs)`
 returns `(output, out_dims)`. `fn` is the op's overload when the op itself is
-vmapped, and the op's autograd.Function when its typed wrapper runs under
-torch.func, so one rule serves both.
+vmapped, and its autograd.Function's `apply` when a gradient or a tangent is
+asked for under vmap, so one rule serves both.
 """
 
 from __future__ import annotations
@@ -40,11 +39,11 @@ def elementwise(
     common shape (right-aligned, as broadcasting does), so ops that require equal
     shapes still receive them.
     """
-    tensors = [(a, d) for a, d in zip(args, in_dims) if isinstance(a, torch.Tensor)]
+    tensors = [(a, d) for a, d in zip(args, in_dims, strict=True) if isinstance(a, torch.Tensor)]
     shape = torch.broadcast_shapes(*(_logical_shape(a, d) for a, d in tensors))
     full = (info.batch_size, *shape)
     moved = []
-    for arg, dim in zip(args, in_dims):
+    for arg, dim in zip(args, in_dims, strict=True):
         if not isinstance(arg, torch.Tensor):
             moved.append(arg)
         elif dim is None:
@@ -75,7 +74,7 @@ def leading(
     if any(d is not None for i, d in enumerate(in_dims) if i not in positions):
         return loop(fn, info, in_dims, *args, **kwargs)
     moved = []
-    for index, (arg, dim) in enumerate(zip(args, in_dims)):
+    for index, (arg, dim) in enumerate(zip(args, in_dims, strict=True)):
         if dim is not None:
             moved.append(arg.movedim(dim, 0))
         elif index in positions and isinstance(arg, torch.Tensor):
@@ -89,14 +88,14 @@ def leading(
 def _select(value: Any, dim: Any, index: int) -> Any:
     if isinstance(value, (list, tuple)):
         dims = dim if isinstance(dim, (list, tuple)) else (dim,) * len(value)
-        return [_select(v, d, index) for v, d in zip(value, dims)]
+        return [_select(v, d, index) for v, d in zip(value, dims, strict=True)]
     return value if dim is None else value.select(dim, index)
 
 
 def _zeros(value: Any, dim: Any) -> Any:
     if isinstance(value, (list, tuple)):
         dims = dim if isinstance(dim, (list, tuple)) else (dim,) * len(value)
-        return [_zeros(v, d) for v, d in zip(value, dims)]
+        return [_zeros(v, d) for v, d in zip(value, dims, strict=True)]
     return value if dim is None else value.new_zeros(_logical_shape(value, dim))
 
 
@@ -105,7 +104,7 @@ def loop(
 ) -> tuple[Any, Any]:
     """One call per sample, stacked: right for every op, and as slow as torch's fallback."""
     if info.batch_size == 0:  # no sample to call: the shape of one, on zeros
-        probe = fn(*(_zeros(a, d) for a, d in zip(args, in_dims)), **kwargs)
+        probe = fn(*(_zeros(a, d) for a, d in zip(args, in_dims, strict=True)), **kwargs)
         output = (
             probe.new_empty((0, *probe.shape))
             if isinstance(probe, torch.Tensor)
@@ -113,10 +112,10 @@ def loop(
         )
         return output, _out_dims(output)
     samples = [
-        fn(*(_select(a, d, index) for a, d in zip(args, in_dims)), **kwargs)
+        fn(*(_select(a, d, index) for a, d in zip(args, in_dims, strict=True)), **kwargs)
         for index in range(info.batch_size)
     ]
     if isinstance(samples[0], torch.Tensor):
         return torch.stack(samples), 0
-    outputs = tuple(torch.stack(parts) for parts in zip(*samples))
+    outputs = tuple(torch.stack(parts) for parts in zip(*samples, strict=True))
     return outputs, _out_dims(outputs)
