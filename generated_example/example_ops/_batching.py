@@ -40,11 +40,11 @@ def elementwise(
     common shape (right-aligned, as broadcasting does), so ops that require equal
     shapes still receive them.
     """
-    tensors = [(a, d) for a, d in zip(args, in_dims, strict=True) if isinstance(a, torch.Tensor)]
+    tensors = [(a, d) for a, d in zip(args, in_dims, strict=False) if isinstance(a, torch.Tensor)]
     shape = torch.broadcast_shapes(*(_logical_shape(a, d) for a, d in tensors))
     full = (info.batch_size, *shape)
     moved = []
-    for arg, dim in zip(args, in_dims, strict=True):
+    for arg, dim in zip(args, in_dims, strict=False):
         if not isinstance(arg, torch.Tensor):
             moved.append(arg)
         elif dim is None:
@@ -75,7 +75,7 @@ def leading(
     if any(d is not None for i, d in enumerate(in_dims) if i not in positions):
         return loop(fn, info, in_dims, *args, **kwargs)
     moved = []
-    for index, (arg, dim) in enumerate(zip(args, in_dims, strict=True)):
+    for index, (arg, dim) in enumerate(zip(args, in_dims, strict=False)):
         if dim is not None:
             moved.append(arg.movedim(dim, 0))
         elif index in positions and isinstance(arg, torch.Tensor):
@@ -105,7 +105,7 @@ def loop(
 ) -> tuple[Any, Any]:
     """One call per sample, stacked: right for every op, and as slow as torch's fallback."""
     if info.batch_size == 0:  # no sample to call: the shape of one, on zeros
-        probe = fn(*(_zeros(a, d) for a, d in zip(args, in_dims, strict=True)), **kwargs)
+        probe = fn(*(_zeros(a, d) for a, d in zip(args, in_dims, strict=False)), **kwargs)
         output = (
             probe.new_empty((0, *probe.shape))
             if isinstance(probe, torch.Tensor)
@@ -113,7 +113,7 @@ def loop(
         )
         return output, _out_dims(output)
     samples = [
-        fn(*(_select(a, d, index) for a, d in zip(args, in_dims, strict=True)), **kwargs)
+        fn(*(_select(a, d, index) for a, d in zip(args, in_dims, strict=False)), **kwargs)
         for index in range(info.batch_size)
     ]
     if isinstance(samples[0], torch.Tensor):

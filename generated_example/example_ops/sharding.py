@@ -16,18 +16,17 @@ global shape, `.placements` the current placement on each mesh dimension.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, Shard
+from torch.distributed.tensor import Partial, Placement, Replicate, Shard
 from torch.distributed.tensor.experimental import register_sharding
 
 from .sharding_rules import crop as crop_rule
 from .sharding_rules import paste as paste_rule
 
-__all__ = ["RULES", "MISSING"]
+__all__ = ["RULES"]
 
 # (output placements, input placements) for one mesh dimension
 Strategy = tuple[list[Placement], list[Placement | None]]
@@ -143,42 +142,6 @@ def _keeping(qualname: str, rule: Rule, mutated: dict[str, int]) -> Rule:
     return keeping
 
 
-# The private torch names `_key_on_arguments` needs that this torch lacks.
-MISSING: list[str] = []
-
-
-def _key_on_arguments(op: Any, first: int, keywords: Sequence[str]) -> None:
-    """Make DTensor's sharding cache tell apart calls that differ in a non-tensor argument.
-
-    Note [Sharding cache key]
-    DTensor caches each op's sharding decision, output shapes included, under
-    a key made of the tensor specs and the arguments from the first `int`
-    argument on; register_sharding in this torch takes no say in that. A rule
-    or an output shape that depends on an earlier float, bool, string or list
-    argument would be served the decision of another call. The key is widened
-    to every argument from `first` on (and the keyword arguments `keywords`),
-    which needs two private names; without them the rule is still registered
-    and a warning says that such calls may be served a stale decision.
-    """
-    propagator = getattr(getattr(DTensor, "_op_dispatcher", None), "sharding_propagator", None)
-    schema_info = getattr(propagator, "op_to_schema_info", None)
-    try:
-        from torch.distributed.tensor._op_schema import RuntimeSchemaInfo
-    except ImportError:
-        RuntimeSchemaInfo = None
-    if schema_info is None or RuntimeSchemaInfo is None:
-        MISSING.append("DTensor sharding_propagator.op_to_schema_info / RuntimeSchemaInfo")
-        warnings.warn(
-            f"example_ops: this torch ({torch.__version__}) lacks the private names that key "
-            f"DTensor's sharding cache on every argument of {op}: calls that differ only in a "
-            "non-tensor argument may be served a stale sharding decision",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return
-    schema_info[op] = RuntimeSchemaInfo(first, list(keywords) or None, needs_pytree=True)
-
-
 def add_strategies(x, b) -> list[Strategy]:
     """example::add: elementwise."""
     return _elementwise((x, b))
@@ -292,5 +255,3 @@ register_sharding(torch.ops.example.numpy_sin_out.default)(
 )
 register_sharding(torch.ops.example.paste.default)(paste_strategies)
 register_sharding(torch.ops.example.vector_add.default)(vector_add_strategies)
-_key_on_arguments(torch.ops.example.crop.default, 1, ())
-_key_on_arguments(torch.ops.example.paste.default, 2, ())

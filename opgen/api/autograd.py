@@ -15,7 +15,7 @@ hand-written code.
 Note [Tensor-list gradients]
 An autograd.Function tracks only the tensors it receives as arguments, so an
 op with Tensor[] arguments hands its Function the lists' lengths first and then
-every argument with the lists spliced in (the package's `_tensor_lists.py`);
+every argument with the lists spliced in (the package's `_autograd.py`);
 setup_context, backward and jvp rebuild the op's arguments (`unflatten`), and
 backward returns one gradient per received tensor. A Tensor[] return is
 spliced the same way and rebuilt by `nest`. Tensor[] arguments are saved
@@ -97,7 +97,7 @@ class FunctionPlan:
     locals: Mapping[str, str] = field(default_factory=dict)  # argument -> its local name
     vmap_params: str = ""
     vmap_unpack: tuple[str, ...] = ()  # Tensor[] ops: rebuild the arguments and their in_dims
-    uses_lists: bool = False  # whether the methods call the package's `_tensor_lists.py`
+    uses_lists: bool = False  # whether the methods splice Tensor[] (the package's `_autograd.py`)
 
 
 def list_positions(op: OpSpec) -> tuple[int, ...]:

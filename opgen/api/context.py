@@ -77,7 +77,7 @@ _INTERNAL = {
     "kernels": "_kernels",
     "lib": "_lib",
     "rule": "_rule",
-    "unpack_dual": "unpack_dual",
+    "needs_function": "needs_function",
     "elementwise": "elementwise",
     "leading": "leading",
     "loop": "loop",
@@ -91,7 +91,7 @@ _INTERNAL = {
 def _internal_names(op: OpSpec) -> dict[str, str]:
     """Module-level names the generated op module uses (Note [Generated names]).
 
-    Each keeps its name (`_op`, `unpack_dual`, `loop`...) unless an argument or the
+    Each keeps its name (`_op`, `needs_function`, `loop`...) unless an argument or the
     op has it, and then takes `_` suffixes (an import then reads `loop as loop_`);
     `torch` stays `torch` unless an argument is called `torch`, and then names an alias.
     """
@@ -212,7 +212,12 @@ def op_context(
         "double_backward": op.double_backward,
         **test_context(op, path, differentiable),
         "test_imports": test_imports(op),
-        "transforms_testing_names": transforms_testing_names(op, differentiable),
+        "transforms_testing_names": transforms_testing_names(
+            op, differentiable, "raw_handle_transforms" in config.private_torch
+        ),
+        # Note [Private torch checks]: the raw handle's forward mode and written versions
+        "raw_forward_ad": "raw_handle_transforms" in config.private_torch,
+        "raw_versions": "raw_handle_versions" in config.private_torch,
         "pt2_testing_names": pt2_testing_names(op),
         "has_jvp": op.jvp.present,
         "vmap_leading": literal(op.vmap_leading),

@@ -63,10 +63,6 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
     function = context["function"]
     if function and context["once_differentiable"]:
         third_party.append("from torch.autograd.function import once_differentiable")
-    if function:
-        third_party.append(
-            f"from torch.autograd.forward_ad import {_as('unpack_dual', names['unpack_dual'])}"
-        )
     package: list[str] = []
     if op.backend == "cpp":
         package.append("from .. import _library  # noqa: F401  (defines the op)")
@@ -75,11 +71,10 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
         package.append(
             "from .._batching import " + ", ".join(_as(r, names[r]) for r in sorted(rules))
         )
-    if function and function["uses_lists"]:
-        helpers = ("flatten", "nest", "unflatten")
-        package.append(
-            "from .._tensor_lists import " + ", ".join(_as(h, names[h]) for h in helpers)
-        )
+    if function:
+        helpers = ("flatten", "needs_function", "nest", "unflatten")
+        wanted = [h for h in helpers if h == "needs_function" or function["uses_lists"]]
+        package.append("from .._autograd import " + ", ".join(_as(h, names[h]) for h in wanted))
     if op.backend == "python":
         package.append(f"from ..kernels import {op.module} as {names['kernels']}")
     if op.vmap == "custom":
@@ -105,7 +100,9 @@ def test_imports(op: OpSpec) -> list[str]:
     return _grouped(["import math"] if "math" in used else [], third_party)
 
 
-def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[str]:
+def transforms_testing_names(
+    op: OpSpec, differentiable: Iterable[str], raw_handle_transforms: bool = False
+) -> list[str]:
     """What the op's tests import from `<package>/_testing_transforms.py`, sorted."""
     if not op.test.has_samples:
         return []
@@ -113,6 +110,8 @@ def transforms_testing_names(op: OpSpec, differentiable: Iterable[str]) -> list[
     gradients = bool(list(differentiable)) and autograd_kind(op) is AutogradKind.FUNCTION
     if gradients and op.test.has_reference:
         names.add("check_torch_func")
+    if gradients and raw_handle_transforms:  # Note [Private torch checks]
+        names.add("check_raw_handle_refuses")
     if op.vmap != "none":
         names.add("check_vmap")
         if gradients and op.test.has_reference:

@@ -7,7 +7,6 @@ the tests; the user's function of a `custom` rule comes from
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,9 +16,6 @@ from .literals import literal
 from .testing import tolerance
 
 __all__ = ["sharded_ops", "sharding_context", "sharding_test_context", "rule_module"]
-
-# DTensor keys its sharding cache on the arguments from the first of these on (Note [Sharding cache key]).
-_KEYED_TYPES = ("int", "int?")
 
 
 def sharded_ops(ops: Sequence[OpSpec]) -> list[OpSpec]:
@@ -58,33 +54,6 @@ def _rule_call(op: OpSpec) -> str:
     return f"{op.module}_rule.strategies({py.call_arguments(op)})"
 
 
-def _key_fix(op: OpSpec) -> dict[str, Any] | None:
-    """Where DTensor's cache key must start so that no argument the decision depends on is left out.
-
-    The built-in rules depend only on the tensors; an output shape (`[fake] expr`)
-    or a `custom` rule may depend on any argument.
-    """
-    positional = _positional(op)
-    derived = next(
-        (i for i, a in enumerate(positional) if a.family in _KEYED_TYPES), len(positional)
-    )
-    unkeyed = [a.name for a in positional[:derived] if not a.is_tensor]
-    unkeyed += [a.name for a in op.args if a.kwarg_only and a.family not in _KEYED_TYPES]
-    assert op.sharding is not None
-    shape_names = {
-        node.id
-        for text in op.fake.expr
-        for node in ast.walk(ast.parse(text, mode="eval"))
-        if isinstance(node, ast.Name)
-    }
-    depends = op.sharding.rule == "custom" or bool(shape_names & set(unkeyed))
-    if not unkeyed or not depends:
-        return None
-    first = next((i for i, a in enumerate(positional) if not a.is_tensor), len(positional))
-    keywords = [a.name for a in op.args if a.kwarg_only]
-    return {"handle": py.op_handle(op), "first": first, "keywords": literal(tuple(keywords))}
-
-
 def _rule_context(op: OpSpec) -> dict[str, Any]:
     assert op.sharding is not None
     function = f"{op.module}_strategies"
@@ -110,7 +79,6 @@ def sharding_context(ops: Sequence[OpSpec]) -> dict[str, Any]:
     """The `sharding` variables of `<package>/sharding.py`."""
     sharded = sharded_ops(ops)
     rules = {op.sharding.rule for op in sharded if op.sharding is not None}
-    key_fixes = [fix for fix in map(_key_fix, sharded) if fix is not None]
     helpers = {
         "replicated": rules != {"custom"},
         "elementwise": "elementwise" in rules,
@@ -119,14 +87,13 @@ def sharding_context(ops: Sequence[OpSpec]) -> dict[str, Any]:
         "keeping": any(op.mutated for op in sharded),
     }
     partial = helpers["matmul"] or helpers["rowwise"]
-    names = ["DTensor"] * bool(key_fixes) + ["Partial"] * partial + ["Placement"]
+    names = ["Partial"] * partial + ["Placement"]
     names += ["Replicate"] * helpers["replicated"]
     names += ["Shard"] * any(helpers[k] for k in ("elementwise", "rowwise", "matmul", "keeping"))
     custom = [op for op in sharded if op.sharding is not None and op.sharding.rule == "custom"]
     return {
         "rules": [_rule_context(op) for op in sharded],
         "helpers": helpers,
-        "key_fixes": key_fixes,
         "tensor_imports": ", ".join(names),
         "custom_imports": [
             f"from .sharding_rules import {op.module} as {op.module}_rule" for op in custom

@@ -141,27 +141,10 @@ def function_context(
 
 
 def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
-    """The wrapper's `if` that asks for the Function: a gradient or a forward-mode tangent
-    on a differentiable input, laid out as black lays it out in the wrapper's body."""
-    torch, unpack = n["torch"], n["unpack_dual"]
-    grads, tangents = [], []
-    for arg in op.args:
-        if not arg.differentiable:
-            continue
-        name = arg.name
-        if arg.is_tensor_list:
-            grads.append(f"any(t.requires_grad for t in {name} if t is not None)")
-            tangents.append(
-                f"any({unpack}(t).tangent is not None for t in {name} if t is not None)"
-            )
-        elif arg.family == "Tensor?":
-            grads.append(f"({name} is not None and {name}.requires_grad)")
-            tangents.append(f"({name} is not None and {unpack}({name}).tangent is not None)")
-        else:
-            grads.append(f"{name}.requires_grad")
-            tangents.append(f"{unpack}({name}).tangent is not None")
-    grad = grads[0] if len(grads) == 1 else f"({' or '.join(grads)})"
-    return condition("if", [f"({torch}.is_grad_enabled() and {grad})", *tangents], "or", "    ")
+    """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`)."""
+    tensors = [a.name for a in op.args if a.differentiable]
+    call = f"{n['needs_function']}({', '.join(tensors)})"
+    return condition("if", [call, f"not {n['torch']}.compiler.is_compiling()"], "and", "    ")
 
 
 def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:

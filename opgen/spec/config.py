@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import DiagnosticSink
 from .fields import suggest
 from .load import LoadedToml
-from .model import BACKENDS, CPP_TARGETS, REGISTRATIONS, ProjectConfig
+from .model import BACKENDS, CPP_TARGETS, PRIVATE_TORCH_CHECKS, REGISTRATIONS, ProjectConfig
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from .paths import CONFIG_FILE
 
@@ -20,6 +20,7 @@ _OPTION_KEYS = (
     "compile_backend",
     "pybind",
     "templates",
+    "private_torch",
 )
 _COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 
@@ -113,6 +114,21 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["pybind"] = options["pybind"]
+    if "private_torch" in options:
+        checks = options["private_torch"]
+        wrong = (
+            [c for c in checks if c not in PRIVATE_TORCH_CHECKS]
+            if isinstance(checks, list)
+            else [checks]
+        )
+        if wrong:
+            sink.error(
+                doc.line("options", "private_torch"),
+                f"options.private_torch names {wrong[0]!r}, which is no check opgen has",
+                "a list of some of " + ", ".join(map(repr, PRIVATE_TORCH_CHECKS)),
+            )
+        else:
+            values["private_torch"] = tuple(dict.fromkeys(checks))
     if "templates" in options:
         folder = options["templates"]
         resolved = (root / folder).resolve() if isinstance(folder, str) and folder else None

@@ -36,6 +36,7 @@ __all__ = [
     "REGISTRATIONS",
     "VMAP_RULES",
     "SHARDING_RULES",
+    "PRIVATE_TORCH_CHECKS",
     "ROW_OUTPUTS",
 ]
 
@@ -46,6 +47,8 @@ REGISTRATIONS = ("custom_op", "library")
 # Note [Batching rules] in opgen/api/transforms.py says what each rule does.
 VMAP_RULES = ("elementwise", "leading", "custom", "loop", "none")
 SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+# Note [Private torch checks] in opgen/runtime/private_torch.py: what the opt-in module adds
+PRIVATE_TORCH_CHECKS = ("raw_handle_transforms", "raw_handle_versions", "sharding_cache_key")
 ROW_OUTPUTS = (
     "rows",
     "sum",
@@ -234,6 +237,8 @@ class ProjectConfig:
     compile_backend: str = "inductor"
     pybind: bool = False
     templates: Path | None = None
+    # the checks the project opts into that need private torch (PRIVATE_TORCH_CHECKS)
+    private_torch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

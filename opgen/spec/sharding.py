@@ -8,14 +8,15 @@ error here, at generate time, rather than a wrong placement at run time.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DiagnosticSink
 from .fields import check_keys, shown, string_list, suggest
 from .load import LoadedToml
-from .model import ROW_OUTPUTS, SHARDING_RULES, Arg, Ret, ShardingSpec
+from .model import ROW_OUTPUTS, SHARDING_RULES, Arg, OpSpec, Ret, ShardingSpec
 
-__all__ = ["build_sharding", "called_ops"]
+__all__ = ["build_sharding", "called_ops", "unkeyed_arguments", "CacheKey"]
 
 _KEYS = ("rule", "outputs")
 _RULE_HINT = (
@@ -155,3 +156,46 @@ def called_ops(expression: str, op_names: frozenset[str]) -> list[str]:
             if node.func.id in op_names and node.func.id not in found:
                 found.append(node.func.id)
     return found
+
+
+# DTensor keys its sharding cache on the arguments from the first of these on
+# (Note [Private torch checks], "sharding_cache_key").
+_KEYED_TYPES = ("int", "int?")
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Where DTensor's cache key must start for an op: `first` positional argument on, with
+    the keyword-only `keywords`; `unkeyed`: the arguments DTensor leaves out today."""
+
+    first: int
+    keywords: tuple[str, ...]
+    unkeyed: tuple[str, ...]
+
+
+def unkeyed_arguments(op: OpSpec) -> CacheKey | None:
+    """The arguments an op's sharding decision depends on that DTensor's cache key leaves out.
+
+    The built-in rules depend only on the tensors; an output shape (`[fake] expr`)
+    or a `custom` rule may depend on any argument. None when nothing is left out.
+    """
+    if op.sharding is None:
+        return None
+    positional = [a for a in op.args if not a.kwarg_only]
+    derived = next(
+        (i for i, a in enumerate(positional) if a.family in _KEYED_TYPES), len(positional)
+    )
+    unkeyed = [a.name for a in positional[:derived] if not a.is_tensor]
+    unkeyed += [a.name for a in op.args if a.kwarg_only and a.family not in _KEYED_TYPES]
+    shape_names = {
+        node.id
+        for text in op.fake.expr
+        for node in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(node, ast.Name)
+    }
+    depends = op.sharding.rule == "custom" or bool(shape_names & set(unkeyed))
+    if not unkeyed or not depends:
+        return None
+    first = next((i for i, a in enumerate(positional) if not a.is_tensor), len(positional))
+    keywords = tuple(a.name for a in op.args if a.kwarg_only)
+    return CacheKey(first, keywords, tuple(unkeyed))

@@ -10,9 +10,11 @@ import ast
 
 from ..errors import Diagnostic
 from .model import OpSpec
+from .sharding import unkeyed_arguments
 
 __all__ = [
     "spec_warnings",
+    "sharding_key_warning",
     "SIZE_INT_TYPES",
     "int_arguments",
     "size_arguments",
@@ -72,6 +74,24 @@ def size_number_returns(op: OpSpec) -> list[tuple[str, str]]:
 
 def _symint(type_text: str) -> str:
     return type_text.replace("int", "SymInt", 1)
+
+
+def sharding_key_warning(op: OpSpec, private_torch: tuple[str, ...]) -> Diagnostic | None:
+    """A sharding decision that depends on arguments DTensor's cache key leaves out, unless the
+    project opts into widening the key (Note [Private torch checks])."""
+    key = unkeyed_arguments(op)
+    if key is None or "sharding_cache_key" in private_torch:
+        return None
+    names = ", ".join(key.unkeyed)
+    return Diagnostic(
+        op.path,
+        op.lines.get("sharding", 1),
+        f"the sharding decision depends on {names}, which DTensor's sharding cache does not key "
+        f"on (torch 2.13): DTensor calls that differ only in {names} get the first one's decision",
+        "call the op on DTensors that differ in shape too, or opt in with [options] "
+        'private_torch = ["sharding_cache_key"] in opgen.toml (it uses private DTensor names)',
+        level="warning",
+    )
 
 
 def spec_warnings(op: OpSpec) -> list[Diagnostic]:

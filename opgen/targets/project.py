@@ -15,6 +15,7 @@ from ..api.context import (
     siblings,
     spec_path,
 )
+from ..api.private_torch import private_context
 from ..fs import STATE_DIR
 from ..project import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
@@ -55,25 +56,22 @@ def _package_files(package: str) -> list[tuple[str, str]]:
 
 # Run-time helpers copied from opgen/runtime/ into the package (opgen/runtime/__init__.py says
 # why), and when an op needs each: its module name there and its path in the package.
-_RUNTIME = {"batching": "_batching.py", "tensor_lists": "_tensor_lists.py"}
+_RUNTIME = {"batching": "_batching.py", "autograd": "_autograd.py"}
+# Note [Private torch checks] in opgen/runtime/private_torch.py: only for projects that opt in
+_PRIVATE_TORCH = "_private_torch.py"
 # Files earlier versions of opgen generated and this one does not: removed like any other
 # generated file that is no longer produced (Note [Deletion authority]).
 _RETIRED = ("_runtime.py",)
 
 
 def _runtime_needed(ops: tuple[OpSpec, ...]) -> list[str]:
-    from ..api.autograd import list_positions
     from ..api.autograd_kind import AutogradKind, autograd_kind
 
     needed = []
     if any(op.vmap != "none" for op in ops):
         needed.append("batching")
-    with_function = [op for op in ops if autograd_kind(op) is not AutogradKind.NONE]
-    if any(
-        list_positions(op) or any(r.family == "Tensor[]" for r in op.returns)
-        for op in with_function
-    ):
-        needed.append("tensor_lists")
+    if any(autograd_kind(op) is not AutogradKind.NONE for op in ops):
+        needed.append("autograd")
     return needed
 
 
@@ -85,21 +83,23 @@ def _runtime_source(module: str) -> str:
 
 
 def package_artifacts(
-    config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
+    config: ProjectConfig,
+    ops: tuple[OpSpec, ...],
+    base: Callable[[], Context],
+    private: Callable[[], dict[str, Any]],
 ) -> list[Artifact]:
-    """The package's `__init__.py`, its run-time helpers (`_batching.py`, `_tensor_lists.py`)
+    """The package's `__init__.py`, its run-time helpers (`_batching.py`, `_autograd.py`)
     and the tests' `conftest.py`."""
     items = _package_files(config.package)
     if not any(op.backend == "python" or op.vmap == "custom" for op in ops):
         items.pop()
+
+    def context(template: str) -> Context:
+        extra = {"private": private()} if template == "package/__init__.py.j2" else {}
+        return {**base(), "header": header(CONFIG_FILE), **extra}
+
     artifacts = [
-        Artifact(
-            path,
-            template,
-            Owner.GENERATED,
-            CONFIG_FILE,
-            lambda: {**base(), "header": header(CONFIG_FILE)},
-        )
+        Artifact(path, template, Owner.GENERATED, CONFIG_FILE, functools.partial(context, template))
         for path, template in items
     ]
     for module in _runtime_needed(ops):
@@ -117,6 +117,21 @@ def package_artifacts(
                     },
                     module,
                 ),
+            )
+        )
+    if config.private_torch:
+        artifacts.append(
+            Artifact(
+                f"{config.package}/{_PRIVATE_TORCH}",
+                "package/_private_torch.py.j2",
+                Owner.GENERATED,
+                CONFIG_FILE,
+                lambda: {
+                    **base(),
+                    "header": header(CONFIG_FILE),
+                    "source": _runtime_source("private_torch"),
+                    "private": private(),
+                },
             )
         )
     return artifacts
@@ -160,11 +175,12 @@ def collect_artifacts(
         return functools.cache(build)
 
     package_base = functools.cache(lambda: {"project": package(), "ops": ops_list(ops)})
-    artifacts = package_artifacts(config, ops, package_base)
+    private = functools.cache(lambda: private_context(config, ops))
+    artifacts = package_artifacts(config, ops, package_base, private)
     helpers = helpers_artifact(config, ops, package_base)
     if helpers is not None:
         artifacts.append(helpers)
-    artifacts += sharding_artifacts(config, ops, package_base)
+    artifacts += sharding_artifacts(config, ops, package_base, private)
     if cpp_contexts:
         cpp_ops = [op for op in ops if op.backend == "cpp"]
         library = functools.cache(
@@ -210,7 +226,7 @@ def generated_patterns(config: ProjectConfig) -> list[str]:
 
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
-    patterns += [f"{package}/{name}" for name in (*_RUNTIME.values(), *_RETIRED)]
+    patterns += [f"{package}/{name}" for name in (*_RUNTIME.values(), _PRIVATE_TORCH, *_RETIRED)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
     modules, test, custom = sharding_generated_paths(package)
     patterns += [*modules, test, custom]

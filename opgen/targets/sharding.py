@@ -35,7 +35,10 @@ def sharding_generated_paths(pkg: str) -> tuple[tuple[str, str, str], str, str]:
 
 
 def sharding_artifacts(
-    config: ProjectConfig, ops: Sequence[OpSpec], base: Callable[[], Context]
+    config: ProjectConfig,
+    ops: Sequence[OpSpec],
+    base: Callable[[], Context],
+    private: Callable[[], Context],
 ) -> list[Artifact]:
     """`<package>/sharding.py`, the distributed test helpers and `tests/test_sharding.py`; none without rules."""
     if all(op.sharding is None for op in ops):
@@ -50,7 +53,7 @@ def sharding_artifacts(
         return {**base(), "header": header(CONFIG_FILE)}
 
     def rules() -> Context:
-        return {**plain(), "sharding": sharding_context(ops)}
+        return {**plain(), "sharding": sharding_context(ops), "private": private()}
 
     def tests() -> Context:
         return {**plain(), "tests": [sharding_test_context(op) for op in sharded]}

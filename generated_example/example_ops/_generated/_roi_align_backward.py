@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import loop
 from . import roi_align as _op_roi_align
 
@@ -225,27 +225,20 @@ def _roi_align_backward(
 ) -> Tensor:
     """Gradient of roi_align with respect to its input: scatters each bin's gradient back onto
     the bilinear sampling points. Returns [batch_size, channels, height, width]."""
-    if (
-        (torch.is_grad_enabled() and (grad.requires_grad or rois.requires_grad))
-        or unpack_dual(grad).tangent is not None
-        or unpack_dual(rois).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _RoiAlignBackwardFunction.apply(
-                grad,
-                rois,
-                spatial_scale,
-                pooled_height,
-                pooled_width,
-                batch_size,
-                channels,
-                height,
-                width,
-                sampling_ratio,
-                aligned,
-            )
+    if needs_function(grad, rois) and not torch.compiler.is_compiling():
+        return _RoiAlignBackwardFunction.apply(
+            grad,
+            rois,
+            spatial_scale,
+            pooled_height,
+            pooled_width,
+            batch_size,
+            channels,
+            height,
+            width,
+            sampling_ratio,
+            aligned,
+        )
     return _op(
         grad,
         rois,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
+from .._autograd import needs_function
 from .._batching import elementwise
 from ..kernels import add as _kernels
 
@@ -78,13 +78,6 @@ def _(info, in_dims, x, b):
 def add(x: Tensor, b: Tensor) -> Tensor:
     """Broadcasting sum x + b (the CustomAdd of the autograd.Function tutorial).
     Its gradients need only the input shapes, so only shapes are saved."""
-    if (
-        (torch.is_grad_enabled() and (x.requires_grad or b.requires_grad))
-        or unpack_dual(x).tangent is not None
-        or unpack_dual(b).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _AddFunction.apply(x, b)
+    if needs_function(x, b) and not torch.compiler.is_compiling():
+        return _AddFunction.apply(x, b)
     return _op(x, b)

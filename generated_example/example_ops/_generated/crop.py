@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
+from .._autograd import needs_function
 from .._batching import loop
 from ..kernels import crop as _kernels
 from . import paste as _op_paste
@@ -89,9 +89,6 @@ def _(info, in_dims, pic, box):
 
 def crop(pic: Tensor, box: Sequence[int]) -> Tensor:
     """Crops a (C, H, W) image to box = (left, upper, right, lower) with PIL."""
-    if (torch.is_grad_enabled() and pic.requires_grad) or unpack_dual(pic).tangent is not None:
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _CropFunction.apply(pic, box)
+    if needs_function(pic) and not torch.compiler.is_compiling():
+        return _CropFunction.apply(pic, box)
     return _op(pic, box)

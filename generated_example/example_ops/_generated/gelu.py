@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import elementwise
 from . import gelu_backward as _op_gelu_backward
 
@@ -69,9 +69,6 @@ def _(info, in_dims, x):
 
 def gelu(x: Tensor) -> Tensor:
     """GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    if (torch.is_grad_enabled() and x.requires_grad) or unpack_dual(x).tangent is not None:
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _GeluFunction.apply(x)
+    if needs_function(x) and not torch.compiler.is_compiling():
+        return _GeluFunction.apply(x)
     return _op(x)

@@ -11,9 +11,9 @@ import math
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import elementwise
 
 __all__ = ["gelu_backward"]
@@ -108,13 +108,6 @@ def _(info, in_dims, grad_out, x):
 
 def gelu_backward(grad_out: Tensor, x: Tensor) -> Tensor:
     """Gradient of example::gelu (tanh approximation): grad_out * gelu'(x)."""
-    if (
-        (torch.is_grad_enabled() and (grad_out.requires_grad or x.requires_grad))
-        or unpack_dual(grad_out).tangent is not None
-        or unpack_dual(x).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _GeluBackwardFunction.apply(grad_out, x)
+    if needs_function(grad_out, x) and not torch.compiler.is_compiling():
+        return _GeluBackwardFunction.apply(grad_out, x)
     return _op(grad_out, x)

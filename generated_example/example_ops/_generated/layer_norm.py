@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from ..kernels import layer_norm_vmap as _rule
 from . import layer_norm_backward as _op_layer_norm_backward
 
@@ -105,17 +105,6 @@ def _(info, in_dims, x, weight, bias, eps=1e-05):
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-05) -> Tensor:
     """Layer normalization over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias."""
-    if (
-        (
-            torch.is_grad_enabled()
-            and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-        )
-        or unpack_dual(x).tangent is not None
-        or unpack_dual(weight).tangent is not None
-        or unpack_dual(bias).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _LayerNormFunction.apply(x, weight, bias, eps)
+    if needs_function(x, weight, bias) and not torch.compiler.is_compiling():
+        return _LayerNormFunction.apply(x, weight, bias, eps)
     return _op(x, weight, bias, eps)

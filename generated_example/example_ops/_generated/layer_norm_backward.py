@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from ..kernels import layer_norm_backward_vmap as _rule
 
 __all__ = ["layer_norm_backward"]
@@ -79,17 +79,6 @@ def layer_norm_backward(
     grad_out: Tensor, x: Tensor, weight: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Gradients of example::layer_norm with respect to x, weight and bias."""
-    if (
-        (
-            torch.is_grad_enabled()
-            and (grad_out.requires_grad or x.requires_grad or weight.requires_grad)
-        )
-        or unpack_dual(grad_out).tangent is not None
-        or unpack_dual(x).tangent is not None
-        or unpack_dual(weight).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _LayerNormBackwardFunction.apply(grad_out, x, weight, eps)
+    if needs_function(grad_out, x, weight) and not torch.compiler.is_compiling():
+        return _LayerNormBackwardFunction.apply(grad_out, x, weight, eps)
     return _op(grad_out, x, weight, eps)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
+from .._autograd import needs_function
 from .._batching import elementwise
 from ..kernels import mul as _kernels
 
@@ -82,13 +82,6 @@ torch.library.register_autocast("example::mul", "cpu", torch.bfloat16)
 
 def mul(w: Tensor, x: Tensor) -> Tensor:
     """Broadcasting product w * x (the CustomMul of the autograd.Function tutorial)."""
-    if (
-        (torch.is_grad_enabled() and (w.requires_grad or x.requires_grad))
-        or unpack_dual(w).tangent is not None
-        or unpack_dual(x).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _MulFunction.apply(w, x)
+    if needs_function(w, x) and not torch.compiler.is_compiling():
+        return _MulFunction.apply(w, x)
     return _op(w, x)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import elementwise
 
 __all__ = ["muladd"]
@@ -74,13 +74,6 @@ def _(info, in_dims, a, b, c):
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """a * b + c elementwise (the extension-cpp example), in C++ and CUDA."""
-    if (
-        (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
-        or unpack_dual(a).tangent is not None
-        or unpack_dual(b).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _MuladdFunction.apply(a, b, c)
+    if needs_function(a, b) and not torch.compiler.is_compiling():
+        return _MuladdFunction.apply(a, b, c)
     return _op(a, b, c)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 
 __all__ = ["nms"]
 
@@ -62,13 +62,6 @@ def nms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """Non-maximum suppression (torchvision's semantics): indices (int64) of the boxes kept, in
     decreasing score order. dets: [N, 4] boxes (x1, y1, x2, y2); a box is dropped when its IoU
     with a kept box of higher score exceeds iou_threshold; equal scores keep index order."""
-    if (
-        (torch.is_grad_enabled() and (dets.requires_grad or scores.requires_grad))
-        or unpack_dual(dets).tangent is not None
-        or unpack_dual(scores).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _NmsFunction.apply(dets, scores, iou_threshold)
+    if needs_function(dets, scores) and not torch.compiler.is_compiling():
+        return _NmsFunction.apply(dets, scores, iou_threshold)
     return _op(dets, scores, iou_threshold)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
+from .._autograd import needs_function
 from .._batching import elementwise
 from ..kernels import numpy_sin as _kernels
 
@@ -82,9 +82,6 @@ def _(info, in_dims, x):
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
-    if (torch.is_grad_enabled() and x.requires_grad) or unpack_dual(x).tangent is not None:
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _NumpySinFunction.apply(x)
+    if needs_function(x) and not torch.compiler.is_compiling():
+        return _NumpySinFunction.apply(x)
     return _op(x)

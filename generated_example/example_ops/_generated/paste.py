@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
+from .._autograd import needs_function
 from .._batching import loop
 from ..kernels import paste as _kernels
 from . import crop as _op_crop
@@ -107,13 +107,6 @@ def _(info, in_dims, im1, im2, coord):
 def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
     """Pastes the (C, h, w) image im2 into a copy of the (C, H, W) image im1 with its
     upper-left corner at coord = (left, upper), using PIL."""
-    if (
-        (torch.is_grad_enabled() and (im1.requires_grad or im2.requires_grad))
-        or unpack_dual(im1).tangent is not None
-        or unpack_dual(im2).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _PasteFunction.apply(im1, im2, coord)
+    if needs_function(im1, im2) and not torch.compiler.is_compiling():
+        return _PasteFunction.apply(im1, im2, coord)
     return _op(im1, im2, coord)

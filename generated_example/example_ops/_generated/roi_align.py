@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import loop
 from . import _roi_align_backward as _op__roi_align_backward
 
@@ -148,15 +148,8 @@ def roi_align(
     (batch index, x1, y1, x2, y2) in input coordinates / spatial_scale; sampling_ratio <= 0
     samples ceil(roi size / pooled size) points per bin; aligned shifts boxes by -0.5 pixel.
     Returns [K, C, pooled_height, pooled_width]."""
-    if (
-        (torch.is_grad_enabled() and (input.requires_grad or rois.requires_grad))
-        or unpack_dual(input).tangent is not None
-        or unpack_dual(rois).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _RoiAlignFunction.apply(
-                input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned
-            )
+    if needs_function(input, rois) and not torch.compiler.is_compiling():
+        return _RoiAlignFunction.apply(
+            input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned
+        )
     return _op(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.forward_ad import unpack_dual
 
 from .. import _library  # noqa: F401  (defines the op)
+from .._autograd import needs_function
 from .._batching import elementwise
 
 __all__ = ["vector_add"]
@@ -70,13 +70,6 @@ def _(info, in_dims, a, b):
 
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise a + b of two tensors of the same shape and dtype (C++/CUDA)."""
-    if (
-        (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
-        or unpack_dual(a).tangent is not None
-        or unpack_dual(b).tangent is not None
-    ):
-        if not torch.compiler.is_compiling():
-            # register_autograd's formulas serve plain autograd only: torch.func transforms
-            # and forward mode reach them through the Function
-            return _VectorAddFunction.apply(a, b)
+    if needs_function(a, b) and not torch.compiler.is_compiling():
+        return _VectorAddFunction.apply(a, b)
     return _op(a, b)

@@ -1,4 +1,9 @@
-"""How an op's `Tensor[]` arguments and returns pass through its autograd.Function.
+"""What the typed wrappers need to reach their op's autograd.Function.
+
+Each op with formulas registers them twice: with `torch.library.register_autograd`
+(what the raw `torch.ops` handle and torch.compile use) and as an
+`autograd.Function` (what forward mode and the torch.func transforms reach).
+`needs_function` says which a call needs.
 
 A Function tracks only the tensors it receives directly, so an op with Tensor[]
 arguments hands its Function the lists' lengths first and then every argument
@@ -12,7 +17,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["flatten", "unflatten", "nest"]
+import torch
+from torch.autograd.forward_ad import unpack_dual
+from torch.func import debug_unwrap
+
+__all__ = ["needs_function", "flatten", "unflatten", "nest"]
+
+
+def needs_function(*inputs: torch.Tensor | Sequence[torch.Tensor | None] | None) -> bool:
+    """Whether a call of an op with these differentiable inputs needs its autograd.Function.
+
+    register_autograd serves plain autograd only: forward mode (an input with a tangent)
+    gets no tangent from it, and under a torch.func transform (whose inputs it wraps:
+    `debug_unwrap` returns another tensor) it cannot run at all.
+    """
+    for value in inputs:
+        for tensor in value if isinstance(value, (list, tuple)) else (value,):
+            if tensor is None:
+                continue
+            if unpack_dual(tensor).tangent is not None:
+                return True
+            if (
+                tensor.requires_grad
+                and torch.is_grad_enabled()
+                and debug_unwrap(tensor, recurse=False) is not tensor
+            ):
+                return True
+    return False
 
 
 def flatten(lists: tuple[int, ...], args: Sequence[Any]) -> tuple[Any, ...]:
