@@ -456,6 +456,36 @@ def test_a_removed_spec_still_removes_its_generated_files_and_says_which(tmp_pat
     assert not (root / "mylib/_generated/bar.py").exists() and (root / "mylib/kernels/bar.py").exists()
 
 
+_CRAFTED = ["../outside.py", "{outside}", "a\u0000b.py", "x" * 300 + "/y.py", "./mylib/../../z.py"]
+
+
+def test_manifest_entries_outside_the_project_are_reported_and_the_project_goes_on(tmp_path: Path) -> None:
+    """A `..`, an absolute path, a NUL byte, a name too long: reported as "not removed" and left
+    alone, dropped from the manifest, and the run goes on (it used to stop every run there)."""
+    root = make_project(tmp_path / "project")
+    outside = tmp_path / "outside.py"
+    outside.write_text("precious = True\n")
+    path = root / ".opgen/manifest.json"
+    data = json.loads(path.read_text())
+    entries = [entry.format(outside=outside) for entry in _CRAFTED]
+    for rel in entries:
+        data["files"][rel] = {"owner": "generated", "source": "ops/foo.toml", "sha256": "0" * 64}
+    data["pending"] = {"../pending.py": None, "/abs/pending.py": None}
+    path.write_text(json.dumps(data))
+    check = run_cli("generate", "--check", cwd=root)
+    assert check.exit_code == 1 and "run `opgen generate`" in check.stderr
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    for rel in entries:
+        shown = rel if rel.isprintable() else ascii(rel)
+        assert f"  not removed    {shown}  (.opgen/manifest.json lists it, but it is not a path " in result.stderr
+    assert "left alone, and dropped from the manifest" in result.stderr and "\x00" not in result.output
+    assert outside.read_text() == "precious = True\n"
+    listed = json.loads(path.read_text())
+    assert not set(entries) & set(listed["files"]) and "pending" not in listed
+    assert run_cli("generate", "--check", cwd=root).exit_code == 0  # the project is not stuck
+
+
 # -- 3. a lost or damaged manifest never detaches a user file in silence --------------------------
 
 KERNEL = "mylib/kernels/foo.py"
@@ -793,6 +823,7 @@ def test_the_readme_has_the_trust_and_safety_section() -> None:
         "**Writes stay in the project.**",
         "**Nothing is deleted that opgen did not generate.**",
         "**Template overrides are sandboxed**",
+        "An entry that is no path opgen writes (`..`, an absolute path, a NUL byte) is reported",
         "**Input is bounded**",
         "`opgen build`, `opgen test` and `opgen bench` run the checkout's code by design",
         "`torch.save(x, path)`",
