@@ -755,6 +755,40 @@ def test_a_hundred_thousand_levels_are_refused_quickly_in_bounded_memory(tmp_pat
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ('"\\u0000"', "holds a control character, which no folder name of a project has"),
+        ('"templates\\u0000x"', "holds a control character, which no folder name of a project has"),
+        ('"loop"', "is a loop of symlinks"),
+    ],
+)
+def test_a_templates_option_no_folder_can_have_is_a_diagnostic(tmp_path: Path, value: str, why: str) -> None:
+    """A NUL byte used to reach the file system as a ValueError traceback."""
+    root = make_project(tmp_path / "project")
+    (root / "loop").symlink_to("loop")
+    (root / "opgen.toml").write_text(PROJECT + f"\n[options]\ntemplates = {value}\n")
+    for command in (["generate"], ["templates", "list"], ["new", "mylib::bar"]):
+        result = run_cli(*command, cwd=root)
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.stderr.startswith("opgen.toml:6: error: options.templates ")
+        assert why in result.stderr and "hint: use a folder inside the project" in result.stderr
+
+
+@pytest.mark.parametrize("file", ["opgen.toml", "ops/foo.toml"])
+def test_a_byte_order_mark_is_a_diagnostic_at_line_one(tmp_path: Path, file: str) -> None:
+    root = make_project(tmp_path / "project")
+    path = root / file
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"{file}:1: error: the file starts with a byte-order mark (U+FEFF), which TOML does not allow\n"
+        "  hint: save it as UTF-8 without a byte-order mark (editors call it UTF-8, not UTF-8 with BOM)\n"
+    )
+
+
 # -- 6. `ops` that is not a readable folder is an error, never "no specs" -------------------------
 
 

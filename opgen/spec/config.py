@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import DiagnosticSink
 from .fields import suggest
 from .load import LoadedToml
@@ -115,9 +117,9 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             values["pybind"] = options["pybind"]
     if "templates" in options:
         folder = options["templates"]
-        resolved = (root / folder).resolve() if isinstance(folder, str) and folder else None
+        resolved, why = _folder(root, folder)
         if resolved is None or not resolved.is_relative_to(root.resolve()):
-            why = "is not a folder name" if resolved is None else "points outside the project"
+            why = why or "points outside the project"
             sink.error(
                 doc.line("options", "templates"),
                 f"options.templates {folder!r} {why}",
@@ -127,6 +129,20 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             values["templates"] = resolved
     sink.raise_if_any()
     return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+
+
+def _folder(root: Path, name: object) -> tuple[Path | None, str]:
+    """The folder `name` names under `root`, resolved, or None and why it names none."""
+    if not isinstance(name, str) or not name:
+        return None, "is not a folder name"
+    if not name.isprintable():  # a NUL byte would reach the file system as an exception
+        return None, "holds a control character, which no folder name of a project has"
+    try:
+        return (root / name).resolve(), ""
+    except RuntimeError:  # Python < 3.13
+        return None, "is a loop of symlinks"
+    except (OSError, ValueError) as exc:
+        return None, f"cannot be resolved ({exc})"
 
 
 def _is_version(text: str) -> bool:
