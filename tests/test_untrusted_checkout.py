@@ -755,6 +755,52 @@ def test_a_hundred_thousand_levels_are_refused_quickly_in_bounded_memory(tmp_pat
     assert "Traceback" not in run.stderr
 
 
+def _large_samples(count: int) -> str:
+    return "".join("\n[[test.samples]]\nx = {shape = [4096, 4096]}\n" for _ in range(count))
+
+
+def test_twenty_thousand_large_samples_are_refused_at_the_sample_past_the_bound(tmp_path: Path) -> None:
+    """Each sample is under 2**24 elements, but the tests of 20,000 of them would never end."""
+    root = make_project(tmp_path / "project")
+    text = (root / "ops/foo.toml").read_text() + _large_samples(20_000)
+    (root / "ops/foo.toml").write_text(text)
+    headers = [n for n, line in enumerate(text.splitlines(), 1) if line == "[[test.samples]]"]
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    # the spec's own sample ([4, 3]) and 16 of 2**24 elements are past 2**28
+    assert result.stderr.startswith(
+        f"ops/foo.toml:{headers[16]}: error: samples 1 to 17 (of {len(headers)}) hold 268435468 "
+        "tensor elements together, more than the 268435456 a spec's samples may hold "
+        "(max_sample_elements): the generated tests run every check on every sample\n"
+        "  hint: use fewer or smaller samples (a few small ones test an op well), or raise "
+        "max_sample_elements under [options] in opgen.toml\n"
+    ), result.stderr
+    assert unchanged_project(before, root)
+
+
+def test_max_sample_elements_sets_another_total(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "ops/foo.toml").write_text(spec() + _large_samples(16))
+    assert run_cli("generate", cwd=root).exit_code == 1
+    (root / "opgen.toml").write_text(PROJECT + "\n[options]\nmax_sample_elements = 300000000\n")
+    assert run_cli("generate", cwd=root).exit_code == 0
+    (root / "opgen.toml").write_text(PROJECT + "\n[options]\nmax_sample_elements = 1000\n")
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1 and "samples 1 to 2 (of 17) hold 16777228 tensor elements" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "true", '"many"', "1.5"])
+def test_max_sample_elements_must_be_a_positive_integer(tmp_path: Path, value: str) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "opgen.toml").write_text(PROJECT + f"\n[options]\nmax_sample_elements = {value}\n")
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "opgen.toml:6: error: options.max_sample_elements must be a positive integer, not "
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "why"),
     [

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..errors import DiagnosticSink
 from .fields import suggest
 from .load import LoadedToml
-from .model import BACKENDS, CPP_TARGETS, REGISTRATIONS, ProjectConfig
+from .model import BACKENDS, CPP_TARGETS, MAX_SAMPLE_ELEMENTS, REGISTRATIONS, ProjectConfig
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from .paths import CONFIG_FILE
 
@@ -22,6 +22,7 @@ _OPTION_KEYS = (
     "compile_backend",
     "pybind",
     "templates",
+    "max_sample_elements",
 )
 _COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 
@@ -115,6 +116,16 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["pybind"] = options["pybind"]
+    if "max_sample_elements" in options:
+        bound = options["max_sample_elements"]
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            sink.error(
+                doc.line("options", "max_sample_elements"),
+                f"options.max_sample_elements must be a positive integer, not {bound!r}",
+                f"e.g. max_sample_elements = {MAX_SAMPLE_ELEMENTS} (the default, 2**28)",
+            )
+        else:
+            values["max_sample_elements"] = bound
     if "templates" in options:
         folder = options["templates"]
         resolved, why = _folder(root, folder)

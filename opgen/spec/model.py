@@ -221,6 +221,9 @@ class TestSpec:
         return bool(self.reference or self.reference_from)
 
 
+MAX_SAMPLE_ELEMENTS = 1 << 28  # the default of `[options] max_sample_elements`
+
+
 @dataclass(frozen=True)
 class ProjectConfig:
     root: Path
@@ -234,6 +237,8 @@ class ProjectConfig:
     compile_backend: str = "inductor"
     pybind: bool = False
     templates: Path | None = None
+    # the tensor elements of all of a spec's [[test.samples]] together (Note [Sample bounds])
+    max_sample_elements: int = MAX_SAMPLE_ELEMENTS
 
 
 @dataclass(frozen=True)
