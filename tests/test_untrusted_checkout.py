@@ -903,6 +903,7 @@ def test_the_readme_has_the_trust_and_safety_section() -> None:
         "**Writes stay in the project.**",
         "**Nothing is deleted that opgen did not generate.**",
         "**Template overrides are sandboxed**",
+        "`opgen import --into DIR` walks to DIR the same way",
         "An entry that is no path opgen writes (`..`, an absolute path, a NUL byte) is reported",
         "**Input is bounded**",
         "`opgen build`, `opgen test` and `opgen bench` run the checkout's code by design",
