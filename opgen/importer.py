@@ -14,6 +14,7 @@ and the command exits 1 so that nobody misses it.
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 from .adopt.found import FoundOp
 from .adopt.kernels import cpp_kernels, python_kernel
 from .adopt.read import read_sources, source_files
+from .confined import Confined
 from .errors import Diagnostic, OpgenError
 from .generate import GenerateResult, generate
 from .project import OPS_DIR, find_root
@@ -82,11 +84,43 @@ def import_extension(
 ) -> ImportResult:
     """Import the ops that `paths` (files or folders) register into the project at `into`, or the
     one `cwd` is in, or a new one in `cwd`. Raises OpgenError, writing nothing, when it cannot."""
+    root, made = _into(cwd, into) if into is not None else (None, None)
+    root = root or find_root(cwd) or cwd.resolve()
+    try:
+        result = _import(root, cwd, paths, force, namespace)
+    except BaseException:
+        if made is not None:
+            made.remove_created_folders()
+        raise
+    if made is not None and not result.generated.written:
+        made.remove_created_folders()
+    return result
+
+
+def _into(cwd: Path, into: Path) -> tuple[Path, Confined]:
+    """The `--into` folder, made where missing through the confined path (Note [Confined
+    writes]), and the `Confined` that made it (it removes what it made if the import fails).
+
+    The path is taken as written (`..` is not resolved through a symlink): walked from the
+    current folder when it lies inside it, otherwise from its parent. A symlink on the way, or
+    in its place, is refused like any other in a project: a checkout could hold
+    `into -> /elsewhere`.
+    """
+    target = Path(os.path.normpath(cwd / into))
+    base = cwd if target.is_relative_to(cwd) else target.parent
+    confined = Confined(base)
+    rel = target.relative_to(base)
+    confined.mkdir(rel)
+    return confined.root.joinpath(*confined.parts(rel)), confined
+
+
+def _import(
+    root: Path, cwd: Path, paths: Sequence[Path], force: bool, namespace: str | None
+) -> ImportResult:
     from .spec.config import build_config
     from .spec.dialect.parser import SchemaError, parse
     from .spec.load import load_toml
 
-    root = (cwd / into).resolve() if into is not None else (find_root(cwd) or cwd.resolve())
     existing = (
         build_config(load_toml(root / CONFIG_FILE)) if (root / CONFIG_FILE).is_file() else None
     )
@@ -191,7 +225,7 @@ def import_extension(
     for unit, text in kept.units.items():
         if not (root / unit).exists():  # the user's from its first run on
             sources[unit] = text
-    root.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)  # no --into: the current folder or its project
     result = generate(root, sources=sources, replace_sources=force, first=first)
     return ImportResult(root, specs, result, problems)
 

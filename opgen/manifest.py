@@ -26,10 +26,28 @@ from .errors import OpgenError
 from .fs import STATE_DIR, ProjectFiles
 from .targets import Owner
 
-__all__ = ["Manifest", "Entry", "digest", "MANIFEST_FILE"]
+__all__ = ["Manifest", "Entry", "digest", "is_recorded_path", "MANIFEST_FILE"]
 
 MANIFEST_FILE = f"{STATE_DIR}/manifest.json"
 _VERSION = 1
+_NAME_MAX = 255  # bytes of one path component on the filesystems opgen runs on
+
+
+def is_recorded_path(path: str) -> bool:
+    """Whether `path` is one opgen could have recorded: relative, posix, inside the project, with
+    no `.`, `..` or empty parts and no control characters, each part a name the filesystem takes.
+
+    The manifest is data (Note [Deletion authority]): an entry that fails this is reported and
+    dropped, never handed to the file system (a NUL byte or `..` would stop the run there)."""
+    parts = path.split("/")
+    return (
+        path.isprintable()
+        and "\\" not in path
+        and all(
+            p not in ("", ".", "..") and len(p.encode("utf-8", "replace")) <= _NAME_MAX
+            for p in parts
+        )
+    )
 
 
 def digest(text: str) -> str:
@@ -109,6 +127,8 @@ class Manifest:
                 manifest.damage = f"has a damaged entry ({rel})"
         journal: dict[str, Entry | None] = {}
         for rel, data in pending.items():
+            if not is_recorded_path(rel):
+                continue  # opgen never journals such a path: nothing to settle
             with contextlib.suppress(ValueError):
                 journal[rel] = None if data is None else Entry.from_json(data)
         manifest._settle(files, journal)

@@ -37,7 +37,7 @@ from typing import Protocol
 from .changes import Action, Change
 from .errors import Diagnostic, OpgenError
 from .fs import STATE_DIR, ProjectFiles
-from .manifest import Entry, Manifest, digest
+from .manifest import Entry, Manifest, digest, is_recorded_path
 from .merge import FENCE_MARK, has_conflict_markers, is_placeholder, merge3
 from .targets import GENERATED_MARK, Owner
 
@@ -196,16 +196,6 @@ def _record_lost(manifest: Manifest, rendered: list[Rendered], disk: Disk) -> st
     return ".opgen/manifest.json is missing" if generated_here else ""
 
 
-def _clean_path(path: str) -> bool:
-    """A relative posix path with no `.`, `..` or empty parts (what opgen itself records)."""
-    parts = path.split("/")
-    return (
-        "\\" not in path
-        and not path.startswith("/")
-        and all(p not in ("", ".", "..") for p in parts)
-    )
-
-
 def _plan_source(path: str, text: str, current: str | None, replace: bool = False) -> Change:
     if current is None:
         return Change(path, Action.CREATE, None, text, None)
@@ -225,8 +215,11 @@ def _plan_source(path: str, text: str, current: str | None, replace: bool = Fals
 
 def _plan_orphan(disk: Disk, path: str, entry: Entry, authority: Authority) -> Change:
     """A file the manifest lists that no spec (or template) makes any more."""
-    if not _clean_path(path):
-        note = ".opgen/manifest.json lists it, but it is not a path inside the project; ignored"
+    if not is_recorded_path(path):
+        note = (
+            ".opgen/manifest.json lists it, but it is not a path opgen writes (one inside the "
+            "project, relative, without `..`); left alone, and dropped from the manifest"
+        )
         return Change(path, Action.SPARE, None, None, None, note)
     current = disk.read(path)
     if entry.owner == Owner.USER:

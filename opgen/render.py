@@ -12,7 +12,10 @@ built-in templates render the same way, one environment for all (the
 sandbox costs nothing measurable here: a template only lays out strings).
 Overrides are read through the confined path (Note [Confined writes]): a
 symlink in the override folder is refused, so a template cannot pull a file
-from outside the project into generated code.
+from outside the project into generated code. The environment is that
+sandbox bounded in time and size (`BoundedSandbox`, Note [Bounded rendering]
+in sandbox.py): an override that never ends, or builds gigabytes, stops with
+a diagnostic at its line.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from .builtin_templates import builtin_templates_dir
 from .compiled import CompiledTemplates
 from .confined import Confined
 from .errors import Diagnostic, OpgenError
+from .render_budget import RenderBudget, RenderLimitExceeded, RenderLimits
+from .sandbox import BoundedSandbox, bounded_render
 
 __all__ = ["builtin_templates_dir", "Renderer"]
 
@@ -87,7 +92,10 @@ class Renderer:
         if override_dir is not None and override_dir.is_dir():
             loaders.append(_OverrideLoader(override_dir))
         loaders.append(jinja2.FileSystemLoader(str(builtin_templates_dir())))
-        self.env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        self.limits = RenderLimits.from_environment()
+        self._trusted = RenderBudget(self.limits, checked=False)
+        self.env = BoundedSandbox(
+            builtin_templates_dir(),
             loader=jinja2.ChoiceLoader(loaders),
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
@@ -125,11 +133,25 @@ class Renderer:
         return builtin_templates_dir() / name
 
     def render(self, name: str, context: Mapping[str, Any]) -> str:
-        """Render one template; any error in it becomes a diagnostic at the template's file:line."""
+        """Render one template; any error in it becomes a diagnostic at the template's file:line.
+
+        A render that involves an override is bounded in time and size (Note [Bounded
+        rendering] in sandbox.py); every render's text is checked once it is whole.
+        """
         try:
-            return self.env.get_template(name).render(**context)
+            if self.is_builtin(name):  # opgen's own templates are trusted: no timer, no checks
+                self.env.budget = self._trusted
+                text = self.env.get_template(name).render(**context)
+            else:
+                with bounded_render(self.env, self.limits):
+                    text = self.env.get_template(name).render(**context)
+            self._trusted.check_output(len(text))
+            return text
         except OpgenError:
             raise
+        except RenderLimitExceeded as exc:
+            where, line, via = self._locate(exc, name)
+            raise OpgenError(Diagnostic(where, line, f"{exc.message}{via}", exc.hint)) from None
         except jinja2.sandbox.SecurityError as exc:
             where, line, via = self._locate(exc, name)
             raise OpgenError(

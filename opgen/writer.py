@@ -70,7 +70,9 @@ def apply_changes(
     manifest.pending.update(
         {c.path: None for c in changes if c.action is Action.REMOVE and c.old is not None}
     )
-    files.sweep_temporaries([MANIFEST_FILE, *(c.path for c in changes)])
+    # a spared path is not opgen's to touch: it may lead outside the project (Note [Deletion authority])
+    touched = (c.path for c in changes if c.action is not Action.SPARE)
+    files.sweep_temporaries([MANIFEST_FILE, *touched])
     batch = files.batch()
     if manifest.pending:
         batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file

@@ -97,6 +97,37 @@ def test_into_writes_nothing_outside_the_project(tmp_path: Path):
     assert 'package = "extension_cpp"' in (root / "opgen_ops/opgen.toml").read_text()
 
 
+@pytest.mark.parametrize(
+    ("link", "into"),
+    [("into", "into"), ("into", "into/deeper"), ("real/link", "real/link/project")],
+)
+def test_into_through_a_symlink_is_refused_and_writes_nothing_anywhere(
+    tmp_path: Path, link: str, into: str
+):
+    """`into -> /elsewhere` in a checkout used to receive the whole project."""
+    root = _copy("muladd", tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(outside, target_is_directory=True)
+    before = _tree(root)
+    run = opgen("import", "extension_cpp", "--into", into, cwd=root, check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr.startswith(f"{link}: error: is a symlink (to {outside})"), run.stderr
+    assert "hint: replace the symlink with a real folder" in run.stderr
+    assert list(outside.iterdir()) == [], "opgen import wrote outside the project"
+    assert _tree(root) == before
+
+
+def test_into_a_new_folder_that_fails_leaves_no_folder(tmp_path: Path):
+    root = _copy("muladd", tmp_path)
+    run = opgen("import", "setup.py", "--into", "new/project", cwd=root, check=False)
+    assert run.returncode == 1 and "no op registrations found" in run.stderr
+    assert not (root / "new").exists()
+    opgen("import", "extension_cpp", "--into", "new/project", cwd=root)
+    assert (root / "new/project/ops/mymuladd.toml").is_file() and not (root / "ops").exists()
+
+
 def test_unreadable_def_is_reported_and_skipped_and_exits_1(tmp_path: Path):
     (tmp_path / "ext.cpp").write_text(
         "#include <torch/all.h>\nTORCH_LIBRARY(mylib, m) {\n  m.def(kSchema);\n"

@@ -456,6 +456,36 @@ def test_a_removed_spec_still_removes_its_generated_files_and_says_which(tmp_pat
     assert not (root / "mylib/_generated/bar.py").exists() and (root / "mylib/kernels/bar.py").exists()
 
 
+_CRAFTED = ["../outside.py", "{outside}", "a\u0000b.py", "x" * 300 + "/y.py", "./mylib/../../z.py"]
+
+
+def test_manifest_entries_outside_the_project_are_reported_and_the_project_goes_on(tmp_path: Path) -> None:
+    """A `..`, an absolute path, a NUL byte, a name too long: reported as "not removed" and left
+    alone, dropped from the manifest, and the run goes on (it used to stop every run there)."""
+    root = make_project(tmp_path / "project")
+    outside = tmp_path / "outside.py"
+    outside.write_text("precious = True\n")
+    path = root / ".opgen/manifest.json"
+    data = json.loads(path.read_text())
+    entries = [entry.format(outside=outside) for entry in _CRAFTED]
+    for rel in entries:
+        data["files"][rel] = {"owner": "generated", "source": "ops/foo.toml", "sha256": "0" * 64}
+    data["pending"] = {"../pending.py": None, "/abs/pending.py": None}
+    path.write_text(json.dumps(data))
+    check = run_cli("generate", "--check", cwd=root)
+    assert check.exit_code == 1 and "run `opgen generate`" in check.stderr
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 0, result.output
+    for rel in entries:
+        shown = rel if rel.isprintable() else ascii(rel)
+        assert f"  not removed    {shown}  (.opgen/manifest.json lists it, but it is not a path " in result.stderr
+    assert "left alone, and dropped from the manifest" in result.stderr and "\x00" not in result.output
+    assert outside.read_text() == "precious = True\n"
+    listed = json.loads(path.read_text())
+    assert not set(entries) & set(listed["files"]) and "pending" not in listed
+    assert run_cli("generate", "--check", cwd=root).exit_code == 0  # the project is not stuck
+
+
 # -- 3. a lost or damaged manifest never detaches a user file in silence --------------------------
 
 KERNEL = "mylib/kernels/foo.py"
@@ -725,6 +755,86 @@ def test_a_hundred_thousand_levels_are_refused_quickly_in_bounded_memory(tmp_pat
     assert "Traceback" not in run.stderr
 
 
+def _large_samples(count: int) -> str:
+    return "".join("\n[[test.samples]]\nx = {shape = [4096, 4096]}\n" for _ in range(count))
+
+
+def test_twenty_thousand_large_samples_are_refused_at_the_sample_past_the_bound(tmp_path: Path) -> None:
+    """Each sample is under 2**24 elements, but the tests of 20,000 of them would never end."""
+    root = make_project(tmp_path / "project")
+    text = (root / "ops/foo.toml").read_text() + _large_samples(20_000)
+    (root / "ops/foo.toml").write_text(text)
+    headers = [n for n, line in enumerate(text.splitlines(), 1) if line == "[[test.samples]]"]
+    before = snapshot(root, mtimes=False)
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1, result.output
+    # the spec's own sample ([4, 3]) and 16 of 2**24 elements are past 2**28
+    assert result.stderr.startswith(
+        f"ops/foo.toml:{headers[16]}: error: samples 1 to 17 (of {len(headers)}) hold 268435468 "
+        "tensor elements together, more than the 268435456 a spec's samples may hold "
+        "(max_sample_elements): the generated tests run every check on every sample\n"
+        "  hint: use fewer or smaller samples (a few small ones test an op well), or raise "
+        "max_sample_elements under [options] in opgen.toml\n"
+    ), result.stderr
+    assert unchanged_project(before, root)
+
+
+def test_max_sample_elements_sets_another_total(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "ops/foo.toml").write_text(spec() + _large_samples(16))
+    assert run_cli("generate", cwd=root).exit_code == 1
+    (root / "opgen.toml").write_text(PROJECT + "\n[options]\nmax_sample_elements = 300000000\n")
+    assert run_cli("generate", cwd=root).exit_code == 0
+    (root / "opgen.toml").write_text(PROJECT + "\n[options]\nmax_sample_elements = 1000\n")
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1 and "samples 1 to 2 (of 17) hold 16777228 tensor elements" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "true", '"many"', "1.5"])
+def test_max_sample_elements_must_be_a_positive_integer(tmp_path: Path, value: str) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "opgen.toml").write_text(PROJECT + f"\n[options]\nmax_sample_elements = {value}\n")
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "opgen.toml:6: error: options.max_sample_elements must be a positive integer, not "
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ('"\\u0000"', "holds a control character, which no folder name of a project has"),
+        ('"templates\\u0000x"', "holds a control character, which no folder name of a project has"),
+        ('"loop"', "is a loop of symlinks"),
+    ],
+)
+def test_a_templates_option_no_folder_can_have_is_a_diagnostic(tmp_path: Path, value: str, why: str) -> None:
+    """A NUL byte used to reach the file system as a ValueError traceback."""
+    root = make_project(tmp_path / "project")
+    (root / "loop").symlink_to("loop")
+    (root / "opgen.toml").write_text(PROJECT + f"\n[options]\ntemplates = {value}\n")
+    for command in (["generate"], ["templates", "list"], ["new", "mylib::bar"]):
+        result = run_cli(*command, cwd=root)
+        assert result.exit_code == 1, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.stderr.startswith("opgen.toml:6: error: options.templates ")
+        assert why in result.stderr and "hint: use a folder inside the project" in result.stderr
+
+
+@pytest.mark.parametrize("file", ["opgen.toml", "ops/foo.toml"])
+def test_a_byte_order_mark_is_a_diagnostic_at_line_one(tmp_path: Path, file: str) -> None:
+    root = make_project(tmp_path / "project")
+    path = root / file
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    result = run_cli("generate", cwd=root)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"{file}:1: error: the file starts with a byte-order mark (U+FEFF), which TOML does not allow\n"
+        "  hint: save it as UTF-8 without a byte-order mark (editors call it UTF-8, not UTF-8 with BOM)\n"
+    )
+
+
 # -- 6. `ops` that is not a readable folder is an error, never "no specs" -------------------------
 
 
@@ -792,7 +902,10 @@ def test_the_readme_has_the_trust_and_safety_section() -> None:
         "`opgen generate`, `opgen generate --check` (or `--dry-run`) and `opgen templates list` (or `diff`) are safe to run on a checkout you do not trust",
         "**Writes stay in the project.**",
         "**Nothing is deleted that opgen did not generate.**",
-        "**Template overrides are sandboxed**",
+        "**Template overrides are sandboxed and bounded**",
+        "`OPGEN_RENDER_SECONDS` and `OPGEN_RENDER_MB`",
+        "`opgen import --into DIR` walks to DIR the same way",
+        "An entry that is no path opgen writes (`..`, an absolute path, a NUL byte) is reported",
         "**Input is bounded**",
         "`opgen build`, `opgen test` and `opgen bench` run the checkout's code by design",
         "`torch.save(x, path)`",

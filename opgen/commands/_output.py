@@ -52,7 +52,9 @@ def report(result: GenerateResult, check: bool = False, dry_run: bool = False) -
         if change.action is Action.UNCHANGED:
             continue
         label = change.action.label if result.written else change.action.planned_label
-        line = f"  {label:<14} {change.path}"
+        # a path from a damaged or crafted manifest may hold control characters: shown escaped
+        path = change.path if change.path.isprintable() else ascii(change.path)
+        line = f"  {label:<14} {path}"
         if change.note:
             line += f"  ({change.note})"
         echo(line, err=change.action.to_stderr)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import DiagnosticSink
 from .fields import suggest
 from .load import LoadedToml
-from .model import BACKENDS, CPP_TARGETS, PRIVATE_TORCH_CHECKS, REGISTRATIONS, ProjectConfig
+from .model import (
+    BACKENDS,
+    CPP_TARGETS,
+    MAX_SAMPLE_ELEMENTS,
+    PRIVATE_TORCH_CHECKS,
+    REGISTRATIONS,
+    ProjectConfig,
+)
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from .paths import CONFIG_FILE
 
@@ -21,6 +30,7 @@ _OPTION_KEYS = (
     "pybind",
     "templates",
     "private_torch",
+    "max_sample_elements",
 )
 _COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 
@@ -129,11 +139,21 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["private_torch"] = tuple(dict.fromkeys(checks))
+    if "max_sample_elements" in options:
+        bound = options["max_sample_elements"]
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            sink.error(
+                doc.line("options", "max_sample_elements"),
+                f"options.max_sample_elements must be a positive integer, not {bound!r}",
+                f"e.g. max_sample_elements = {MAX_SAMPLE_ELEMENTS} (the default, 2**28)",
+            )
+        else:
+            values["max_sample_elements"] = bound
     if "templates" in options:
         folder = options["templates"]
-        resolved = (root / folder).resolve() if isinstance(folder, str) and folder else None
+        resolved, why = _folder(root, folder)
         if resolved is None or not resolved.is_relative_to(root.resolve()):
-            why = "is not a folder name" if resolved is None else "points outside the project"
+            why = why or "points outside the project"
             sink.error(
                 doc.line("options", "templates"),
                 f"options.templates {folder!r} {why}",
@@ -143,6 +163,20 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             values["templates"] = resolved
     sink.raise_if_any()
     return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+
+
+def _folder(root: Path, name: object) -> tuple[Path | None, str]:
+    """The folder `name` names under `root`, resolved, or None and why it names none."""
+    if not isinstance(name, str) or not name:
+        return None, "is not a folder name"
+    if not name.isprintable():  # a NUL byte would reach the file system as an exception
+        return None, "holds a control character, which no folder name of a project has"
+    try:
+        return (root / name).resolve(), ""
+    except RuntimeError:  # Python < 3.13
+        return None, "is a loop of symlinks"
+    except (OSError, ValueError) as exc:
+        return None, f"cannot be resolved ({exc})"
 
 
 def _is_version(text: str) -> bool:

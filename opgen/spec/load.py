@@ -130,6 +130,15 @@ def load_toml(path: Path, text: str | None = None) -> LoadedToml:
         text = read_text(path)
     elif len(text.encode("utf-8")) > MAX_SPEC_BYTES:
         raise _too_large(path, len(text.encode("utf-8")))
+    if text.startswith("\ufeff"):
+        raise OpgenError(
+            Diagnostic(
+                path,
+                1,
+                "the file starts with a byte-order mark (U+FEFF), which TOML does not allow",
+                "save it as UTF-8 without a byte-order mark (editors call it UTF-8, not UTF-8 with BOM)",
+            )
+        )
     deep = nesting_depth(text)
     if deep is not None:
         where = deep[1]

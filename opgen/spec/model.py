@@ -224,6 +224,9 @@ class TestSpec:
         return bool(self.reference or self.reference_from)
 
 
+MAX_SAMPLE_ELEMENTS = 1 << 28  # the default of `[options] max_sample_elements`
+
+
 @dataclass(frozen=True)
 class ProjectConfig:
     root: Path
@@ -239,6 +242,8 @@ class ProjectConfig:
     templates: Path | None = None
     # the checks the project opts into that need private torch (PRIVATE_TORCH_CHECKS)
     private_torch: tuple[str, ...] = ()
+    # the tensor elements of all of a spec's [[test.samples]] together (Note [Sample bounds])
+    max_sample_elements: int = MAX_SAMPLE_ELEMENTS
 
 
 @dataclass(frozen=True)

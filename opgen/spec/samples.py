@@ -11,7 +11,7 @@ from .dialect.types import TypeKind
 from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
-from .model import NONE_SAMPLE, Arg, Sample, TensorSample, TestSpec
+from .model import MAX_SAMPLE_ELEMENTS, NONE_SAMPLE, Arg, Sample, TensorSample, TestSpec
 from .types import DTYPES
 
 __all__ = ["build_test", "helper_name", "TEST_KEYS"]
@@ -38,6 +38,14 @@ _TENSOR_SAMPLE_KEYS = (
     "sorted",
     "none",
 )
+# Note [Sample bounds]
+# The generated tests run every check (reference, opcheck, gradcheck, compile, ...) on every
+# sample in every dtype, so a spec's samples bound what `opgen test` does: one sample holds at
+# most 2**24 elements (64 MiB of float32), and all of a spec's samples together at most
+# `[options] max_sample_elements` of opgen.toml (2**28 by default: sixteen of the largest).
+# Without the total, 20,000 samples of [4096, 4096] fit in a 1 MiB spec, generate, and give
+# tests that never finish. Samples a `samples_from` function draws are not counted: they are
+# made when the tests run.
 _MAX_DIM = 1 << 20
 _MAX_ELEMENTS = 1 << 24
 
@@ -291,8 +299,40 @@ def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, p
     return tuple(value) if isinstance(value, list) else value
 
 
+def _elements(value: Any) -> int:
+    """The tensor elements of one argument's sample (a tensor, or a list of them)."""
+    if isinstance(value, TensorSample):
+        return math.prod(value.shape)
+    if isinstance(value, tuple):
+        return sum(_elements(item) for item in value if isinstance(item, TensorSample))
+    return 0
+
+
+def _check_total(
+    sink: DiagnosticSink, doc: LoadedToml, samples: list[Sample], max_elements: int
+) -> None:
+    """All samples together hold at most `max_elements` tensor elements (Note [Sample bounds])."""
+    total = 0
+    for index, sample in enumerate(samples):
+        total += sum(_elements(value) for _, value in sample.values)
+        if total > max_elements:
+            sink.error(
+                sample.line,
+                f"samples 1 to {index + 1} (of {len(samples)}) hold {total} tensor elements "
+                f"together, more than the {max_elements} a spec's samples may hold "
+                "(max_sample_elements): the generated tests run every check on every sample",
+                "use fewer or smaller samples (a few small ones test an op well), or raise "
+                "max_sample_elements under [options] in opgen.toml",
+            )
+            return
+
+
 def _samples(
-    sink: DiagnosticSink, doc: LoadedToml, raw_samples: Any, args: tuple[Arg, ...]
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    raw_samples: Any,
+    args: tuple[Arg, ...],
+    max_elements: int,
 ) -> list[Sample]:
     if raw_samples is None:
         return []  # the generated tests say what to add (generation is never blocked by tests)
@@ -332,6 +372,7 @@ def _samples(
                     f"add {arg.name} = ... to this sample",
                 )
         samples.append(Sample(tuple(values), doc.line(*path)))
+    _check_total(sink, doc, samples, max_elements)
     return samples
 
 
@@ -394,9 +435,10 @@ def build_test(
     table: dict,
     args: tuple[Arg, ...],
     expr_globals: tuple[str, ...],
+    max_sample_elements: int = MAX_SAMPLE_ELEMENTS,
 ) -> TestSpec:
     check_keys(sink, doc, table, TEST_KEYS, ("test",))
-    samples = _samples(sink, doc, table.get("samples"), args)
+    samples = _samples(sink, doc, table.get("samples"), args, max_sample_elements)
     samples_from = helper_name(sink, doc, table, "test", "samples_from")
     reference_from = helper_name(sink, doc, table, "test", "reference_from")
     reference = table.get("reference")

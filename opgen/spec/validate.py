@@ -246,7 +246,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     args, rets = parsed
     grads = build_grads(sink, doc, tables["grad"], args, rets, op_names)
     fake = build_fake(sink, doc, tables["fake"], args, rets, "fake" in data)
-    test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS)
+    test = build_test(sink, doc, tables["test"], args, EXPR_GLOBALS, config.max_sample_elements)
     if test.cuda_graph and fake.data_dependent:
         sink.error(
             doc.line("test", "cuda_graph"),
