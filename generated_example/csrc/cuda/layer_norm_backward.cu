@@ -262,13 +262,6 @@ __global__ void ln_bwd_reduce_kernel(const T* __restrict__ pdw, const T* __restr
   }
 }
 
-int multiprocessors() {
-  int device = 0, sms = 0;
-  STD_CUDA_CHECK(cudaGetDevice(&device));
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 torch::stable::Tensor new_buffer(const torch::stable::Tensor& like, int64_t numel) {
   const int64_t sizes[1] = {numel};
   return torch::stable::new_empty(like, torch::headeronly::IntHeaderOnlyArrayRef(sizes, 1));
@@ -283,7 +276,8 @@ void launch_cached(const torch::stable::Tensor& x_t, const T* dy, const T* x, co
   int per_sm = 0;
   STD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ln_bwd_cached_kernel<T, W>,
                                                                threads, 0));
-  const int64_t parts = std::clamp<int64_t>(int64_t(std::max(per_sm, 1)) * multiprocessors(), 1, rows);
+  const int64_t parts =
+      std::clamp<int64_t>(int64_t(std::max(per_sm, 1)) * cuutil::multiprocessor_count(), 1, rows);
   torch::stable::Tensor part = new_buffer(x_t, 2 * parts * N);
   T* part_dw = part.mutable_data_ptr<T>();
   T* part_db = part_dw + parts * N;
@@ -323,9 +317,9 @@ void launch(const torch::stable::Tensor& x_t, const T* dy, const T* x, const T* 
 
   // Enough (column tile, row chunk) blocks to fill the GPU, >= 32 rows each.
   const int64_t col_tiles = (N + kColTile - 1) / kColTile;
+  const int64_t sms = cuutil::multiprocessor_count();
   const int64_t nsplit = std::max<int64_t>(
-      1, std::min<int64_t>({(rows + 31) / 32, (4 * int64_t(multiprocessors()) + col_tiles - 1) / col_tiles,
-                            int64_t(65535)}));
+      1, std::min<int64_t>({(rows + 31) / 32, (4 * sms + col_tiles - 1) / col_tiles, int64_t(65535)}));
   const dim3 block{unsigned(kColTile), unsigned(kRowLanes), 1u};
   const dim3 grid2{unsigned(col_tiles), unsigned(nsplit), 1u};
   if (nsplit == 1) {

@@ -218,18 +218,11 @@ void launch_tiled(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K,
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-int multiprocessors() {
-  int device = 0, sms = 0;
-  STD_CUDA_CHECK(cudaGetDevice(&device));
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 void launch(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K,
             cudaStream_t stream) {
   const int64_t large_tiles = ((M + LargeTiles::BM - 1) / LargeTiles::BM) *
                               ((N + LargeTiles::BN - 1) / LargeTiles::BN);
-  if (large_tiles >= multiprocessors())
+  if (large_tiles >= cuutil::multiprocessor_count())
     launch_tiled<float, LargeTiles>(a, b, c, M, N, K, stream);
   else
     launch_tiled<float, SmallTiles>(a, b, c, M, N, K, stream);
