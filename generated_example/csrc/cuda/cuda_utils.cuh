@@ -119,6 +119,14 @@ inline cudaStream_t current_stream(int32_t device_index) {
   return static_cast<cudaStream_t>(stream);
 }
 
+// Multiprocessors of the current device: sizes persistent grids and tile choices.
+inline int multiprocessor_count() {
+  int device = 0, sms = 0;
+  STD_CUDA_CHECK(cudaGetDevice(&device));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }

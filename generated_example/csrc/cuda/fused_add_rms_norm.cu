@@ -3,6 +3,21 @@
 #include "rms_norm_rows.cuh"
 
 namespace example {
+namespace {
+
+template <typename T, int W>
+void launch(T* x, T* r, const T* w, int64_t rows, int64_t n, float eps, cudaStream_t stream) {
+  const int64_t packs = n / W;
+  if (rmsnorm::row_fits_registers(packs))
+    rmsnorm::fused_add_rms_norm_cached_kernel<T, W>
+        <<<rmsnorm::row_blocks(rows), rmsnorm::cached_row_threads(packs), 0, stream>>>(x, r, w, rows, n, eps);
+  else
+    rmsnorm::fused_add_rms_norm_kernel<T, W>
+        <<<rmsnorm::row_blocks(rows), rmsnorm::row_threads(packs), 0, stream>>>(x, r, w, rows, n, eps);
+  STD_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
 
 void fused_add_rms_norm_cuda(const torch::stable::Tensor& input, const torch::stable::Tensor& residual,
                              const torch::stable::Tensor& weight, double epsilon) {
@@ -34,16 +49,12 @@ void fused_add_rms_norm_cuda(const torch::stable::Tensor& input, const torch::st
     T* xp = static_cast<T*>(x.mutable_data_ptr());
     T* rp = static_cast<T*>(res.mutable_data_ptr());
     const T* wp = static_cast<const T*>(w.const_data_ptr());
-    constexpr int W = rmsnorm::Pack<T>::N;
+    constexpr int W = rmsnorm::kVecWidth<T>;
     const bool vec = n % W == 0 && cuutil::aligned16(xp) && cuutil::aligned16(rp) && cuutil::aligned16(wp);
-    const int threads = rmsnorm::row_threads(vec ? n / W : n);
     if (vec)
-      rmsnorm::fused_add_rms_norm_kernel<T, true><<<rmsnorm::row_blocks(rows), threads, 0, stream>>>(
-          xp, rp, wp, rows, n, static_cast<float>(epsilon));
+      launch<T, W>(xp, rp, wp, rows, n, static_cast<float>(epsilon), stream);
     else
-      rmsnorm::fused_add_rms_norm_kernel<T, false><<<rmsnorm::row_blocks(rows), threads, 0, stream>>>(
-          xp, rp, wp, rows, n, static_cast<float>(epsilon));
-    STD_CUDA_KERNEL_LAUNCH_CHECK();
+      launch<T, 1>(xp, rp, wp, rows, n, static_cast<float>(epsilon), stream);
   });
   cuutil::write_back(input, x);
   cuutil::write_back(residual, res);

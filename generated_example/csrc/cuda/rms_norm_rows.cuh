@@ -1,8 +1,15 @@
 // Row kernels shared by rms_norm.cu and fused_add_rms_norm.cu (user-owned).
-// One block per row (grid-stride over rows); the sum of squares in float32 by
-// a block reduction, then y = T(T(x * s) * w) with s = 1 / sqrt(ss / n + eps),
-// the arithmetic of the CPU kernels (csrc/cpu/rms_norm_rows.h). 16-byte packs
-// of T when the row length and the pointers allow them.
+//
+// One block per row (grid-stride over rows); the sum of squares in float32 by a block
+// reduction, then y = T(T(x * s) * w) with s = 1 / sqrt(ss / n + eps), the arithmetic of the
+// CPU kernels (csrc/cpu/rms_norm_rows.h). A row is split into packs of W elements: 16 bytes
+// (W = 16 / sizeof(T)) when the row length and the pointers allow it, else single elements.
+//
+// Rows of up to kPacksPerThread * kMaxCachedThreads packs (8192 float32 or 16384 16-bit values)
+// are read from memory once: each thread keeps its packs (t, t + blockDim.x, ...) in registers
+// from the load, through the reduction, to the store, and loads its weight packs once per block
+// (a thread covers the same columns in every row). Longer rows take the two-pass kernels, which
+// read the row again for the scaling.
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -10,11 +17,20 @@
 namespace example {
 namespace rmsnorm {
 
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int N = 16 / sizeof(T);
-  T v[N];
+constexpr int kPacksPerThread = 4;
+constexpr int kMaxThreads = 1024;
+// The register-resident kernels need up to 128 registers a thread (16-bit types, ptxas -v):
+// 512 threads is the most a block of them can have (64K registers per multiprocessor).
+constexpr int kMaxCachedThreads = 512;
+
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Pack {
+  T v[W];
 };
+
+// Elements per 16-byte pack.
+template <typename T>
+constexpr int kVecWidth = 16 / int(sizeof(T));
 
 __device__ __forceinline__ float inv_rms(float ss, int64_t n, float eps) {
   using cuutil::add_rn;
@@ -28,102 +44,184 @@ __device__ __forceinline__ T scale(T x, T w, float s) {
   return cuutil::from_f32<T>(mul_rn(cuutil::round_to<T>(mul_rn(cuutil::to_f32(x), s)), cuutil::to_f32(w)));
 }
 
-// out = rms_norm(x) * w (out may be x itself).
-template <typename T, bool kVec>
-__global__ void rms_norm_kernel(T* out, const T* x, const T* __restrict__ w, int64_t rows, int64_t n,
-                                float eps) {
-  using P = Pack<T>;
-  constexpr int W = P::N;
+template <typename T, int W>
+__device__ __forceinline__ float sum_squares(const Pack<T, W>& p) {
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    const float v = cuutil::to_f32(p.v[k]);
+    ss += v * v;
+  }
+  return ss;
+}
+
+// residual = T(x + residual), in place in r; returns the sum of squares of the new values.
+template <typename T, int W>
+__device__ __forceinline__ float add_residual(const Pack<T, W>& x, Pack<T, W>& r) {
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(x.v[k]), cuutil::to_f32(r.v[k])));
+    r.v[k] = cuutil::from_f32<T>(z);
+    ss += z * z;
+  }
+  return ss;
+}
+
+template <typename T, int W>
+__device__ __forceinline__ Pack<T, W> scale_pack(const Pack<T, W>& x, const Pack<T, W>& w, float s) {
+  Pack<T, W> o;
+#pragma unroll
+  for (int k = 0; k < W; ++k) o.v[k] = scale(x.v[k], w.v[k], s);
+  return o;
+}
+
+// ---- rows held in registers ------------------------------------------------------------------
+
+// out = rms_norm(x) * w. out may be x itself: every thread reads its packs of a row before the
+// reduction's barriers and writes only those packs after them.
+template <typename T, int W>
+__global__ void __launch_bounds__(kMaxCachedThreads)
+rms_norm_cached_kernel(T* out, const T* x, const T* __restrict__ w, int64_t rows, int64_t n, float eps) {
+  using P = Pack<T, W>;
+  constexpr int kP = kPacksPerThread;
   __shared__ float shm[32];
+  const int64_t packs = n / W;
+  P wv[kP];
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+    if (i < packs) wv[j] = reinterpret_cast<const P*>(w)[i];
+  }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = x + row * n;
-    T* yr = out + row * n;
-    float ss = 0.f;
-    if constexpr (kVec) {
-      for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
-        const P p = reinterpret_cast<const P*>(xr)[i];
+    const P* xr = reinterpret_cast<const P*>(x + row * n);
+    P* yr = reinterpret_cast<P*>(out + row * n);
+    P xv[kP];
 #pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float v = cuutil::to_f32(p.v[k]);
-          ss += v * v;
-        }
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = cuutil::to_f32(xr[i]);
-        ss += v * v;
-      }
+    for (int j = 0; j < kP; ++j) {  // all loads first: kP independent loads in flight
+      const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+      if (i < packs) xv[j] = xr[i];
     }
-    const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
-    if constexpr (kVec) {
-      for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
-        const P p = reinterpret_cast<const P*>(xr)[i];
-        const P q = reinterpret_cast<const P*>(w)[i];
-        P o;
+    float ss = 0.f;
 #pragma unroll
-        for (int k = 0; k < W; ++k) o.v[k] = scale(p.v[k], q.v[k], s);
-        reinterpret_cast<P*>(yr)[i] = o;
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = scale(xr[i], w[i], s);
+    for (int j = 0; j < kP; ++j)
+      if (threadIdx.x + int64_t(j) * blockDim.x < packs) ss += sum_squares(xv[j]);
+    const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+      if (i < packs) yr[i] = scale_pack(xv[j], wv[j], s);
     }
   }
 }
 
 // residual = T(x + residual); x = rms_norm(residual) * w.
-template <typename T, bool kVec>
-__global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows,
-                                          int64_t n, float eps) {
-  using P = Pack<T>;
-  constexpr int W = P::N;
+template <typename T, int W>
+__global__ void __launch_bounds__(kMaxCachedThreads)
+fused_add_rms_norm_cached_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows, int64_t n, float eps) {
+  using P = Pack<T, W>;
+  constexpr int kP = kPacksPerThread;
   __shared__ float shm[32];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    T* xr = x + row * n;
-    T* rr = residual + row * n;
-    float ss = 0.f;
-    // Each thread reads back in the second loop exactly the elements it wrote in the first.
-    if constexpr (kVec) {
-      for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
-        const P a = reinterpret_cast<const P*>(xr)[i];
-        P r = reinterpret_cast<const P*>(rr)[i];
+  const int64_t packs = n / W;
+  P wv[kP];
 #pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(a.v[k]), cuutil::to_f32(r.v[k])));
-          r.v[k] = cuutil::from_f32<T>(z);
-          ss += z * z;
-        }
-        reinterpret_cast<P*>(rr)[i] = r;
+  for (int j = 0; j < kP; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+    if (i < packs) wv[j] = reinterpret_cast<const P*>(w)[i];
+  }
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    P* xr = reinterpret_cast<P*>(x + row * n);
+    P* rr = reinterpret_cast<P*>(residual + row * n);
+    P xv[kP], rv[kP];
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+      if (i < packs) {
+        xv[j] = xr[i];
+        rv[j] = rr[i];
       }
-    } else {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(xr[i]), cuutil::to_f32(rr[i])));
-        rr[i] = cuutil::from_f32<T>(z);
-        ss += z * z;
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+      if (i < packs) {
+        ss += add_residual(xv[j], rv[j]);
+        rr[i] = rv[j];
       }
     }
     const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
-    if constexpr (kVec) {
-      for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
-        const P r = reinterpret_cast<const P*>(rr)[i];
-        const P q = reinterpret_cast<const P*>(w)[i];
-        P o;
 #pragma unroll
-        for (int k = 0; k < W; ++k) o.v[k] = scale(r.v[k], q.v[k], s);
-        reinterpret_cast<P*>(xr)[i] = o;
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] = scale(rr[i], w[i], s);
+    for (int j = 0; j < kP; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+      if (i < packs) xr[i] = scale_pack(rv[j], wv[j], s);
     }
   }
 }
 
-// Threads per block for rows of `work` items (packs or elements): whole warps, 32..1024.
+// ---- longer rows: two passes -----------------------------------------------------------------
+
+// out = rms_norm(x) * w (out may be x itself: each thread rereads only packs it alone writes).
+template <typename T, int W>
+__global__ void rms_norm_kernel(T* out, const T* x, const T* __restrict__ w, int64_t rows, int64_t n,
+                                float eps) {
+  using P = Pack<T, W>;
+  __shared__ float shm[32];
+  const int64_t packs = n / W;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const P* xr = reinterpret_cast<const P*>(x + row * n);
+    P* yr = reinterpret_cast<P*>(out + row * n);
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) ss += sum_squares(xr[i]);
+    const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x)
+      yr[i] = scale_pack(xr[i], reinterpret_cast<const P*>(w)[i], s);
+  }
+}
+
+// residual = T(x + residual); x = rms_norm(residual) * w.
+template <typename T, int W>
+__global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows,
+                                          int64_t n, float eps) {
+  using P = Pack<T, W>;
+  __shared__ float shm[32];
+  const int64_t packs = n / W;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    P* xr = reinterpret_cast<P*>(x + row * n);
+    P* rr = reinterpret_cast<P*>(residual + row * n);
+    float ss = 0.f;
+    // Each thread reads back in the second loop exactly the packs it wrote in the first.
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
+      P r = rr[i];
+      ss += add_residual(xr[i], r);
+      rr[i] = r;
+    }
+    const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x)
+      xr[i] = scale_pack(rr[i], reinterpret_cast<const P*>(w)[i], s);
+  }
+}
+
+// ---- launch shapes ---------------------------------------------------------------------------
+
+// Threads per block for rows of `work` items per thread group: whole warps, 32..1024.
 inline int row_threads(int64_t work) {
-  return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (work + 31) / 32 * 32)));
+  return static_cast<int>(std::min<int64_t>(kMaxThreads, std::max<int64_t>(32, (work + 31) / 32 * 32)));
 }
 
 inline unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::min<int64_t>(rows, int64_t(1) << 20));
+}
+
+// Whether a row of `packs` packs fits in the registers of one block.
+inline bool row_fits_registers(int64_t packs) {
+  return packs <= int64_t(kPacksPerThread) * kMaxCachedThreads;
+}
+
+// Threads for a row held in registers: kPacksPerThread packs each (at most kMaxCachedThreads
+// for a row that fits).
+inline int cached_row_threads(int64_t packs) {
+  return row_threads((packs + kPacksPerThread - 1) / kPacksPerThread);
 }
 
 }  // namespace rmsnorm

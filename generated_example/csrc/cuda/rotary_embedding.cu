@@ -1,8 +1,12 @@
 // CUDA kernel of example::rotary_embedding (user-owned), vLLM's semantics.
 //
 // One block per token (grid-stride over tokens); its threads take the
-// (head, pair) rotations of query, then of key. The arithmetic is the CPU
-// kernel's: every product, sum and difference rounded to the tensor dtype
+// rotations of query, then of key, V consecutive pairs of one head at a time.
+// When the heads, the token strides and the cache allow it, V pairs take
+// 16-byte accesses: neox reads V values at r and V at r + rot/2 (V = 16 bytes
+// of the dtype), GPT-J the 2V interleaved values at 2r (V = 8 bytes of it);
+// otherwise V = 1 and every value is read on its own. The arithmetic is the
+// CPU kernel's: every product, sum and difference rounded to the tensor dtype
 // (Note [Rounded device arithmetic]), cos/sin rounded to it first. A position
 // outside the cache cannot be reported from the device without a sync: such a
 // token is left unchanged (the CPU kernel raises).
@@ -28,6 +32,22 @@ __device__ __forceinline__ int64_t token_offset(const HeadLayout& l, int64_t t) 
   return (t / l.seq) * l.batch_stride + (t % l.seq) * l.token_stride;
 }
 
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// (x, y) -> (x c - y s, y c + x s), every step rounded to T; c and s already rounded to T.
+template <typename T>
+__device__ __forceinline__ void rotate(float& x, float& y, float c, float s) {
+  using cuutil::round_to;
+  const float xo = round_to<T>(cuutil::sub_rn(round_to<T>(cuutil::mul_rn(x, c)), round_to<T>(cuutil::mul_rn(y, s))));
+  const float yo = round_to<T>(cuutil::add_rn(round_to<T>(cuutil::mul_rn(y, c)), round_to<T>(cuutil::mul_rn(x, s))));
+  x = xo;
+  y = yo;
+}
+
+// Pair r of one head, every value read on its own.
 template <typename T, typename C, bool kNeox>
 __device__ __forceinline__ void rotate_pair(T* head, const C* row, int64_t half, int64_t r) {
   using cuutil::round_to;
@@ -36,14 +56,63 @@ __device__ __forceinline__ void rotate_pair(T* head, const C* row, int64_t half,
   const float s = round_to<T>(to_f32(row[half + r]));
   T* px = kNeox ? head + r : head + 2 * r;
   T* py = kNeox ? head + half + r : head + 2 * r + 1;
-  const float x = to_f32(*px), y = to_f32(*py);
-  const float xo = round_to<T>(cuutil::sub_rn(round_to<T>(cuutil::mul_rn(x, c)), round_to<T>(cuutil::mul_rn(y, s))));
-  const float yo = round_to<T>(cuutil::add_rn(round_to<T>(cuutil::mul_rn(y, c)), round_to<T>(cuutil::mul_rn(x, s))));
-  *px = cuutil::from_f32<T>(xo);
-  *py = cuutil::from_f32<T>(yo);
+  float x = to_f32(*px), y = to_f32(*py);
+  rotate<T>(x, y, c, s);
+  *px = cuutil::from_f32<T>(x);
+  *py = cuutil::from_f32<T>(y);
 }
 
-template <typename T, typename C, bool kNeox>
+// Pairs r0 .. r0 + V - 1 of one head with vector accesses (alignment checked by the host).
+template <typename T, typename C, bool kNeox, int V>
+__device__ __forceinline__ void rotate_pairs(T* head, const C* row, int64_t half, int64_t r0) {
+  using cuutil::round_to;
+  using cuutil::to_f32;
+  const Pack<C, V> cv = *reinterpret_cast<const Pack<C, V>*>(row + r0);
+  const Pack<C, V> sv = *reinterpret_cast<const Pack<C, V>*>(row + half + r0);
+  if constexpr (kNeox) {
+    Pack<T, V>* px = reinterpret_cast<Pack<T, V>*>(head + r0);
+    Pack<T, V>* py = reinterpret_cast<Pack<T, V>*>(head + half + r0);
+    Pack<T, V> xv = *px, yv = *py;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float x = to_f32(xv.v[k]), y = to_f32(yv.v[k]);
+      rotate<T>(x, y, round_to<T>(to_f32(cv.v[k])), round_to<T>(to_f32(sv.v[k])));
+      xv.v[k] = cuutil::from_f32<T>(x);
+      yv.v[k] = cuutil::from_f32<T>(y);
+    }
+    *px = xv;
+    *py = yv;
+  } else {
+    Pack<T, 2 * V>* p = reinterpret_cast<Pack<T, 2 * V>*>(head + 2 * r0);
+    Pack<T, 2 * V> xy = *p;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float x = to_f32(xy.v[2 * k]), y = to_f32(xy.v[2 * k + 1]);
+      rotate<T>(x, y, round_to<T>(to_f32(cv.v[k])), round_to<T>(to_f32(sv.v[k])));
+      xy.v[2 * k] = cuutil::from_f32<T>(x);
+      xy.v[2 * k + 1] = cuutil::from_f32<T>(y);
+    }
+    *p = xy;
+  }
+}
+
+// The `heads` heads of one token at `base`: item i is pairs (i % chunks) * V .. + V - 1 of
+// head i / chunks (chunks = half / V; 32-bit: the host checks heads * half < 2^31).
+template <typename T, typename C, bool kNeox, int V>
+__device__ __forceinline__ void rotate_token(T* base, const HeadLayout& l, const C* row, int64_t half) {
+  const int chunks = int(half / V);
+  const int items = int(l.heads) * chunks;
+  for (int i = threadIdx.x; i < items; i += blockDim.x) {
+    T* head = base + int64_t(i / chunks) * l.head_stride;
+    const int64_t r0 = int64_t(i % chunks) * V;
+    if constexpr (V == 1)
+      rotate_pair<T, C, kNeox>(head, row, half, r0);
+    else
+      rotate_pairs<T, C, kNeox, V>(head, row, half, r0);
+  }
+}
+
+template <typename T, typename C, bool kNeox, int V>
 __global__ void rope_kernel(const int64_t* __restrict__ positions, int64_t num_tokens,
                             const C* __restrict__ cache, int64_t max_position, int64_t rot, T* query,
                             HeadLayout ql, T* key, HeadLayout kl) {
@@ -52,14 +121,8 @@ __global__ void rope_kernel(const int64_t* __restrict__ positions, int64_t num_t
     const int64_t p = positions[t];
     if (p < 0 || p >= max_position) continue;
     const C* row = cache + p * rot;
-    T* qb = query + token_offset(ql, t);
-    for (int64_t i = threadIdx.x; i < ql.heads * half; i += blockDim.x)
-      rotate_pair<T, C, kNeox>(qb + (i / half) * ql.head_stride, row, half, i % half);
-    if (key != nullptr) {
-      T* kb = key + token_offset(kl, t);
-      for (int64_t i = threadIdx.x; i < kl.heads * half; i += blockDim.x)
-        rotate_pair<T, C, kNeox>(kb + (i / half) * kl.head_stride, row, half, i % half);
-    }
+    rotate_token<T, C, kNeox, V>(query + token_offset(ql, t), ql, row, half);
+    if (key != nullptr) rotate_token<T, C, kNeox, V>(key + token_offset(kl, t), kl, row, half);
   }
 }
 
@@ -94,17 +157,46 @@ torch::stable::Tensor rotatable(const torch::stable::Tensor& x) {
   return x.numel() == 0 || x.stride(-1) == 1 ? x : torch::stable::contiguous(x);
 }
 
+bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Whether every head of x starts on a 16-byte boundary.
+template <typename T>
+bool heads_aligned16(const T* x, const HeadLayout& l) {
+  constexpr int64_t E = 16 / sizeof(T);  // elements per 16 bytes
+  return cuutil::aligned16(x) && l.batch_stride % E == 0 && l.token_stride % E == 0 &&
+         l.head_stride % E == 0;
+}
+
+template <typename T, typename C, bool kNeox, int V>
+void launch_v(const int64_t* pos, int64_t num_tokens, const C* cache, int64_t max_position, int64_t rot,
+              T* q, const HeadLayout& ql, T* k, const HeadLayout& kl, cudaStream_t stream) {
+  const int64_t chunks = rot / 2 / V;
+  const int64_t items = std::max(ql.heads, k != nullptr ? kl.heads : int64_t(0)) * chunks;
+  const int threads = static_cast<int>(std::min<int64_t>(512, std::max<int64_t>(32, (items + 31) / 32 * 32)));
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(num_tokens, int64_t(1) << 20));
+  rope_kernel<T, C, kNeox, V><<<blocks, threads, 0, stream>>>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl);
+  STD_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T, typename C, bool kNeox>
+void launch_layout(const int64_t* pos, int64_t num_tokens, const C* cache, int64_t max_position, int64_t rot,
+                   T* q, const HeadLayout& ql, T* k, const HeadLayout& kl, cudaStream_t stream) {
+  constexpr int V = (kNeox ? 16 : 8) / int(sizeof(T));  // pairs per 16-byte access of the head
+  const bool vec = (rot / 2) % V == 0 && aligned_to(cache, sizeof(Pack<C, V>)) && heads_aligned16(q, ql) &&
+                   (k == nullptr || heads_aligned16(k, kl));
+  if (vec)
+    launch_v<T, C, kNeox, V>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl, stream);
+  else
+    launch_v<T, C, kNeox, 1>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl, stream);
+}
+
 template <typename T, typename C>
 void launch(const int64_t* pos, int64_t num_tokens, const C* cache, int64_t max_position, int64_t rot,
             T* q, const HeadLayout& ql, T* k, const HeadLayout& kl, bool neox, cudaStream_t stream) {
-  const int64_t pairs = std::max(ql.heads, k != nullptr ? kl.heads : int64_t(0)) * (rot / 2);
-  const int threads = static_cast<int>(std::min<int64_t>(512, std::max<int64_t>(32, (pairs + 31) / 32 * 32)));
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(num_tokens, int64_t(1) << 20));
   if (neox)
-    rope_kernel<T, C, true><<<blocks, threads, 0, stream>>>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl);
+    launch_layout<T, C, true>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl, stream);
   else
-    rope_kernel<T, C, false><<<blocks, threads, 0, stream>>>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl);
-  STD_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_layout<T, C, false>(pos, num_tokens, cache, max_position, rot, q, ql, k, kl, stream);
 }
 
 }  // namespace
@@ -144,6 +236,8 @@ void rotary_embedding_cuda(const torch::stable::Tensor& positions, const torch::
   if (key.has_value()) k = rotatable(*key);
   const HeadLayout ql = head_layout(q, pos, head_size, "query");
   const HeadLayout kl = k.has_value() ? head_layout(*k, pos, head_size, "key") : HeadLayout{1, 0, 0, 0, 0};
+  STD_TORCH_CHECK(std::max(ql.heads, kl.heads) <= INT32_MAX / (rot / 2), kOp, ": ", std::max(ql.heads, kl.heads),
+                  " heads of ", rot / 2, " rotated pairs are more than 2^31 - 1 rotations per token");
   if (num_tokens == 0) return;
   const torch::stable::Tensor cache = cuutil::contig(cos_sin_cache);
   const cudaStream_t stream = cuutil::current_stream(query.get_device_index());
