@@ -8,7 +8,7 @@
 * `center` (subtract the mean of the whole tensor) has rule = "replicate", and
   its generated rule is edited to promise a Shard output as well;
 * `normalize_unkeyed` is `normalize` without the widened cache key
-  (Note [Sharding cache key]): its rule depends on a bool argument. Its samples
+  (Note [Private torch checks], `sharding_cache_key`): its rule depends on a bool argument. Its samples
   come from a generator of `testing_helpers.py`.
 
 `scale` (elementwise, with a gradient), `rms_norm` and `fused_add_rms_norm`
@@ -22,7 +22,12 @@ from pathlib import Path
 
 from opgen.generate import generate
 
-CONFIG = '[project]\nnamespace = "shard"\npackage = "shardlib"\n\n[options]\ncompile_backend = "aot_eager"\n'
+# the project widens DTensor's cache key (Note [Private torch checks]) so that normalize_unkeyed
+# can show what happens without it
+CONFIG = (
+    '[project]\nnamespace = "shard"\npackage = "shardlib"\n\n[options]\ncompile_backend = "aot_eager"\n'
+    'private_torch = ["sharding_cache_key"]\n'
+)
 
 _SAMPLE_2D = '[[test.samples]]\nx = {shape = [5, 6]}\n'
 
@@ -96,7 +101,7 @@ BREAKS = (
         "return [_replicated((x,), 1)]",  # center: promise a Shard output too
         "return [_replicated((x,), 1), ([Shard(0)], [Shard(0)])]",
     ),
-    ("_key_on_arguments(torch.ops.shard.normalize_unkeyed.default, 1, ())\n", ""),
+    ("sharding_cache_key(torch.ops.shard.normalize_unkeyed.default, 1, ())\n", ""),
 )
 
 

@@ -106,7 +106,7 @@ def _outputs_of(root: Path, op: str) -> set[str]:
     return {f"mylib/_generated/{op}.py", f"mylib/kernels/{op}.py", f"tests/test_{op}.py"}
 
 
-PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_testing.py", "mylib/_testing_transforms.py", "mylib/_testing_pt2.py", "mylib/_testing_samples.py", "mylib/_batching.py", "tests/conftest.py"}
+PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_testing.py", "mylib/_testing_transforms.py", "mylib/_testing_pt2.py", "mylib/_testing_samples.py", "mylib/_batching.py", "mylib/_autograd.py", "tests/conftest.py"}
 
 
 def test_a_no_op_run_renders_nothing_and_hashes_the_project_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,11 +145,24 @@ def test_a_mutated_argument_keeps_its_placement_or_the_call_refuses(rules: Any) 
 
 
 def test_the_cache_key_is_widened_only_where_a_decision_depends_on_it() -> None:
-    text = (EXAMPLE / "example_ops" / "sharding.py").read_text()
-    keyed = {line.split("(")[1].split(",")[0] for line in text.splitlines() if line.startswith("_key_on_arguments(")}
+    run = subprocess.run(
+        [sys.executable, "-m", "opgen", "generate", "--check"],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    warned = {line.split(":")[0] for line in run.stderr.splitlines() if "sharding cache" in line}
     # crop's output shape depends on box (an int[]: not in DTensor's key); crop and paste are custom rules.
     # layer_norm's eps and muladd's c are floats no built-in rule or output shape depends on.
-    assert keyed == {"torch.ops.example.crop.default", "torch.ops.example.paste.default"}
+    assert warned == {"ops/crop.toml", "ops/paste.toml"}, run.stderr
+    assert "sharding_cache_key" not in (EXAMPLE / "example_ops" / "sharding.py").read_text()
+
+
+def _opt_in(root: Path) -> None:
+    config = root / "opgen.toml"
+    text = config.read_text().replace("[options]\n", '[options]\nprivate_torch = ["sharding_cache_key"]\n')
+    config.write_text(text)
 
 
 def test_a_fake_shape_from_a_float_widens_the_key(tmp_path: Path) -> None:
@@ -158,13 +171,22 @@ def test_a_fake_shape_from_a_float_widens_the_key(tmp_path: Path) -> None:
     text = spec.read_text()
     assert 'like = "x"' in text
     spec.write_text(text.replace('like = "x"', 'expr = "x.new_empty(int(x.shape[0] * scale))"'))
-    assert not generate(root).failed
+    result = generate(root)
+    assert not result.failed
+    assert [w.message.split(",")[0] for w in result.spec_warnings] == [
+        "the sharding decision depends on scale"
+    ]
+    _opt_in(root)
+    result = generate(root)
+    assert not result.failed and not result.spec_warnings
     text = (root / "mylib" / "sharding.py").read_text()
-    assert "_key_on_arguments(torch.ops.mylib.foo.default, 1, ())" in text
+    assert "sharding_cache_key(torch.ops.mylib.foo.default, 1, ())" in text
 
 
 def test_without_the_private_names_the_rules_register_and_warn(tmp_path: Path) -> None:
     root = _project(tmp_path, "custom", "(Tensor x, bool flag) -> Tensor")
+    _opt_in(root)
+    assert not generate(root).failed
     rule = root / "mylib" / "sharding_rules" / "foo.py"
     rule.write_text(rule.read_text().replace(
         'raise NotImplementedError(f"not implemented: edit {__file__}")  # opgen: placeholder',
@@ -175,13 +197,14 @@ def test_without_the_private_names_the_rules_register_and_warn(tmp_path: Path) -
         import warnings
         import torch.distributed.tensor._op_schema as schema
         import torch.distributed.tensor.experimental  # has its own reference to the name
-        del schema.RuntimeSchemaInfo  # what a torch that moved it looks like to sharding.py
+        del schema.RuntimeSchemaInfo  # what a torch that moved it looks like to _private_torch.py
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             import mylib.sharding
         messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-        assert len(messages) == 1 and "stale sharding decision" in messages[0], messages
-        assert mylib.sharding.MISSING, mylib.sharding.MISSING
+        assert len(messages) == 1 and "private_torch check is not installed" in messages[0], messages
+        import mylib._private_torch
+        assert mylib._private_torch.MISSING, mylib._private_torch.MISSING
         from torch.distributed.tensor import DTensor
         funcs = DTensor._op_dispatcher.sharding_propagator.op_strategy_funcs
         assert any(str(op) == "mylib.foo.default" for op in funcs), "the rule was not registered"
