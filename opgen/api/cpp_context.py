@@ -15,6 +15,7 @@ from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .autograd_kind import cpp_mutation_fallbacks
+from .build_settings import setup_settings
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
 from .fences import CHECKS, fence_lines
 from .names import Namer, cpp_safe
@@ -157,8 +158,8 @@ def _checks(op: OpSpec, device: str, names: StubNames) -> list[str]:
             lines.append(
                 f'{check}({p[arg.name]}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {label}");'
             )
-    for arg in op.args:
-        if arg.mutated and arg.family == "Tensor":
+    for arg in op.args:  # a kernel that handles any strides names the tensor in strided_writes
+        if arg.mutated and arg.family == "Tensor" and arg.name not in op.strided_writes:
             lines.append(
                 f'{check}({p[arg.name]}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
             )
@@ -281,6 +282,7 @@ def cpp_project_context(
     """The `cpp` variables of the project-wide C++ templates, from each C++ op and its `op.cpp` context."""
     devices = sorted({d for op, _ in ops for d in op.devices})
     return {
+        "build_settings": setup_settings(config, [op for op, _ in ops]),
         "target_version_hex": cpp.target_version_hex(config.torch_target_version),
         "library_file": library_file,
         "devices": devices,

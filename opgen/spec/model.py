@@ -28,6 +28,7 @@ __all__ = [
     "TestSpec",
     "BenchSpec",
     "ShardingSpec",
+    "BuildSettings",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
@@ -225,6 +226,27 @@ class TestSpec:
 
 
 @dataclass(frozen=True)
+class BuildSettings:
+    """A `[build]` table as written (Note [Build settings] in spec/build_settings.py).
+
+    `lines` maps each key to its line, for the messages `opgen build` gives
+    when a path or an environment variable turns out wrong on this machine.
+    """
+
+    cxx_flags: tuple[str, ...] = ()
+    cuda_flags: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    lines: tuple[tuple[str, int], ...] = ()
+
+    def line(self, key: str) -> int | None:
+        return dict(self.lines).get(key)
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
     root: Path
     path: Path
@@ -239,6 +261,7 @@ class ProjectConfig:
     templates: Path | None = None
     # the checks the project opts into that need private torch (PRIVATE_TORCH_CHECKS)
     private_torch: tuple[str, ...] = ()
+    build: BuildSettings = BuildSettings()
 
 
 @dataclass(frozen=True)
@@ -296,6 +319,9 @@ class OpSpec:
     # implies (Note [Tags of aliasing ops] in spec/registration.py)
     tags: tuple[str, ...] = ()
     sharding: ShardingSpec | None = None
+    build: BuildSettings = BuildSettings()
+    # written tensor arguments whose kernels handle any strides: no fenced contiguity check
+    strided_writes: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property
