@@ -409,9 +409,8 @@ def build_test(
     if reference is not None:
         if typed(sink, doc, reference, str, "test", "reference"):
             try:
-                check_expression(
-                    reference, {a.name for a in args} | set(expr_globals), "test.reference"
-                )
+                names = {a.name for a in args}
+                check_expression(reference, names | set(expr_globals), "test.reference", names)
             except ExprProblem as exc:
                 sink.error(doc.line("test", "reference"), exc.message, exc.hint)
         else:
