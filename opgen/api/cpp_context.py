@@ -109,8 +109,9 @@ def local_names(op: OpSpec, wanted: Sequence[str] = _LOCALS) -> dict[str, str]:
 
 
 def guard_dtypes(op: OpSpec) -> list[str]:
-    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and float64 for gradcheck."""
-    wanted = list(op.test.dtypes) + (["float64"] if op.grads else [])
+    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and gradcheck's (float64
+    unless the spec's `gradcheck_dtype` says float32)."""
+    wanted = list(op.test.dtypes) + ([op.test.gradcheck_dtype] if op.grads else [])
     return [d for d in dict.fromkeys(wanted) if d in SCALAR_TYPES]
 
 

@@ -210,6 +210,9 @@ class TestSpec:
     # whether the CUDA kernel can be captured in a CUDA graph; None: unless an output's
     # size depends on the values (FakeRule.data_dependent), which a graph cannot replay
     cuda_graph: bool | None = None
+    # the dtype of gradcheck and the other gradient checks: float64, or float32 for kernels
+    # without a float64 path
+    gradcheck_dtype: str = "float64"
 
     @property
     def helpers(self) -> tuple[str, ...]:
