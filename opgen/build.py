@@ -34,11 +34,12 @@ from .generate import GenerateResult
 from .generate import generate as run_generate
 from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from .project import Project, load_project
-from .stamp import collect_inputs, remove_stamp, stale_reason, write_stamp
+from .stamp import Watched, collect_inputs, remove_stamp, stale_reason, write_stamp
 from .targets.cpp import (
     REGISTRATION,
     library_file,
 )
+from .toolchain.compiler_output import missing_header_hints, run_ninja
 
 __all__ = [
     "BuildResult",
@@ -81,6 +82,7 @@ class BuildResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     up_to_date: bool = False  # nothing changed since the last build: nothing ran
+    hints: list[str] = field(default_factory=list)  # after a failure: what to change
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -123,7 +125,8 @@ def run_build(
     ninja_file = write_ninja(root, plan)
     confine_outputs(ProjectFiles(root), plan.ninja_text)
     # Taken before compiling: a file edited during the build makes the next check stale.
-    inputs = collect_inputs(root)
+    watched = Watched(plan.user.sources, plan.user.environment)
+    inputs = collect_inputs(root, watched)
     remove_stamp(root)
     files = ProjectFiles(root)
     library = files.path(plan.library)
@@ -133,7 +136,7 @@ def run_build(
     if verbose:
         command.append("-v")
     # -k 0: report every file that fails to compile, not only the first.
-    status = subprocess.call(command + ["-k", "0"] + _default_and(targets, plan), cwd=root)
+    status, output = run_ninja(command + ["-k", "0"] + _default_and(targets, plan), root)
     seconds = time.perf_counter() - start
     notes = plan.notes
     if status != 0:
@@ -143,7 +146,9 @@ def run_build(
             plan,
             notes,
             seconds,
+            hints=missing_header_hints(output),
         )
+    notes = notes + plan.outcome_notes
     other = library.with_name(
         library_file("classic" if project.config.cpp_target == "stable" else "stable")
     )
@@ -164,7 +169,7 @@ def run_build(
             )
     if stamp:
         outputs = [plan.library] + ([plan.pybind_module] if plan.pybind_module else [])
-        write_stamp(root, inputs, outputs, tools.ninja, check_cuda)
+        write_stamp(root, inputs, outputs, tools.ninja, check_cuda, watched)
     summary = f"built {plan.library}" if relinked else f"{plan.library} is up to date"
     return BuildResult(True, f"{summary} ({seconds:.1f} s)", plan, notes, seconds)
 
@@ -182,7 +187,7 @@ def ninja_outputs(ninja_text: str) -> list[str]:
         for name in re.split(r"(?<!\$) ", names.strip()):
             path = re.sub(r"\$(.)", r"\1", name)
             outputs.append(path)
-            if rule in ("cxx", "nvcc"):
+            if rule in ("cxx", "cxx_imported", "nvcc"):
                 outputs.append(f"{path}.d")
     return outputs
 

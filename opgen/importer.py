@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .adopt.found import FoundOp
+from .adopt.found import Found, FoundOp
 from .adopt.kernels import cpp_kernels, python_kernel
 from .adopt.read import read_sources, source_files
 from .confined import Confined
@@ -221,6 +221,7 @@ def _import(
             if variables is not None:
                 first[python_kernel_path(package, module)] = variables
     kept = cpp_kernels(root, cpp_ops, target, found.functions, problems)
+    problems += _bindings_left_out(found, kept.included, package)
     first.update(kept.first)
     for unit, text in kept.units.items():
         if not (root / unit).exists():  # the user's from its first run on
@@ -228,6 +229,34 @@ def _import(
     root.mkdir(parents=True, exist_ok=True)  # no --into: the current folder or its project
     result = generate(root, sources=sources, replace_sources=force, first=first)
     return ImportResult(root, specs, result, problems)
+
+
+def _bindings_left_out(found: Found, included: tuple[Path, ...], package: str) -> list[Diagnostic]:
+    """A note per Python binding of a file the build compiles: it is left out of the library
+    (Note [Python bindings of imported files] in ninja.py)."""
+    notes = []
+    for path, line, what in found.python_bindings:
+        if path not in included:
+            continue
+        module = what.startswith("PYBIND11_MODULE")
+        notes.append(
+            Diagnostic(
+                path,
+                line,
+                f"{what} ({'a pybind11 module' if module else 'a Python module stub'}) is left out "
+                "of the library opgen builds: that library is loaded by torch, and the specs "
+                "register the ops",
+                f"import {package} to load the ops (not the extension's own _C module)"
+                + (
+                    "; for plain functions that bypass the dispatcher, set pybind = true "
+                    "(classic target)"
+                    if module
+                    else ""
+                ),
+                "note",
+            )
+        )
+    return notes
 
 
 def _package(root: Path, namespace: str) -> str:

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import shutil
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from .fs import ProjectFiles
 from .project import Project
 from .targets.cpp import (
     AUTOGRAD_REGISTRATION,
+    IMPORTED_DIR,
     KERNEL_DIRS,
     PYBIND_SOURCE,
     REGISTRATION,
@@ -33,6 +35,7 @@ from .targets.cpp import (
 from .toolchain.cuda import CudaProblem, CudaToolkit, find_cuda, missing_cuda_shim_symbols
 from .toolchain.modes import CudaMode, cuda_mode
 from .toolchain.pybind import libpython, module_name, pybind_cflags
+from .toolchain.settings import UserBuild, ninja_arg, resolve_settings
 
 __all__ = [
     "Toolchain",
@@ -45,6 +48,8 @@ __all__ = [
 ]
 
 BUILD_DIR = "build"
+# what still acts inside a shell's double quotes, where nvcc puts its arguments
+_SHELL_QUOTED = ("$", "`", "\\", '"')
 _CXX_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-std=c++17", "-DNDEBUG"]
 _NVCC_FLAGS = [
     "-O3",
@@ -136,7 +141,10 @@ class BuildPlan:
     cuda_sources: list[str] = field(default_factory=list)
     cuda_mode: CudaMode = CudaMode.NONE
     pybind_module: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # true whatever the build's outcome
+    # what the build did, said only when it succeeded ("CUDA: linked 2 .cu file(s)")
+    outcome_notes: list[str] = field(default_factory=list)
+    user: UserBuild = field(default_factory=UserBuild)  # Note [Build settings]
 
     @property
     def cuda_linked(self) -> bool:
@@ -158,6 +166,16 @@ def _sources(root: Path, folder: str, suffix: str, orphans: list[str]) -> list[s
     found: list[str] = []
     for path in sorted(p for p in base.rglob(f"*{suffix}") if p.is_file()):
         rel = path.relative_to(root).as_posix()
+        if any(c in rel for c in _SHELL_QUOTED):
+            raise OpgenError(
+                Diagnostic(
+                    path,
+                    None,
+                    f"the file name holds one of {' '.join(_SHELL_QUOTED)}: nvcc hands file names "
+                    "to a shell inside double quotes, where these still act",
+                    "rename the file",
+                )
+            )
         headers = _OP_HEADER.findall(path.read_text(encoding="utf-8", errors="replace"))
         if any(not (root / op_header(h)).is_file() for h in headers):
             orphans.append(rel)
@@ -189,6 +207,10 @@ def plan_build(
     if "cpu" in devices:
         cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
     cuda_sources = _sources(root, *KERNEL_DIRS["cuda"], orphans)
+    library = library_path(config)
+    user = resolve_settings(project, library)  # Note [Build settings]
+    cpp_sources += list(user.cpp_sources)
+    cuda_sources += list(user.cuda_sources)
     decision = cuda_mode(
         sources=len(cuda_sources) if "cuda" in devices else 0,
         stable=stable,
@@ -206,7 +228,8 @@ def plan_build(
     libs = ["-lc10", "-ltorch_cpu", "-ltorch"] + (
         _cuda_libs(tools, stable) if mode is CudaMode.LINK else []
     )
-    library = library_path(config)
+    libs += [ninja_arg(a) for a in user.link]
+    user_defines = [ninja_arg(a) for a in user.defines + user.includes]
     nvcc_defines = [d for d in defines if d != "-DUSE_CUDA"]
     if not stable:
         nvcc_defines.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
@@ -224,15 +247,19 @@ def plan_build(
         f"builddir = {BUILD_DIR}",
         f"cxx = {shlex.quote(tools.cxx)}",
         f"nvcc = {shlex.quote(str(cuda.nvcc.path)) if cuda else 'nvcc'}",
-        f"cflags = {' '.join(_CXX_FLAGS + defines + includes)}",
-        f"nvcc_flags = {' '.join(nvcc_flags + nvcc_defines + includes)}",
+        f"cflags = {' '.join(_CXX_FLAGS + [ninja_arg(a) for a in user.cxx_flags] + defines + user_defines + includes)}",
+        f"nvcc_flags = {' '.join(nvcc_flags + [ninja_arg(a) for a in user.cuda_flags] + nvcc_defines + user_defines + includes)}",
         f"ldflags = -shared -fopenmp -Wl,--no-undefined -L{shlex.quote(str(lib_dir))} {' '.join(libs)}",
     ]
+    imported = [s for s in cpp_sources if s.startswith(f"{IMPORTED_DIR}/")]
+    if imported:  # Note [Python bindings of imported files]
+        lines[-1] += " -Wl,--gc-sections"
+    if weaken or imported:
+        lines.append(f"objcopy = {shlex.quote(_objcopy())}")
     if weaken:
-        lines += [
-            f"objcopy = {shlex.quote(_objcopy())}",
-            "weaken = " + " ".join(f"-W {w}" for w in weaken),
-        ]
+        lines.append("weaken = " + " ".join(f"-W {w}" for w in weaken))
+    if imported:
+        lines += _imported_lines()
     lines += [
         "",
         "rule cxx",
@@ -257,9 +284,10 @@ def plan_build(
     kernel_objects: list[str] = []
     for source in cpp_sources + ([device_registration("cuda")] if mode is CudaMode.LINK else []):
         obj = f"{BUILD_DIR}/obj/{source}.o"
-        lines.append(f"build {_q(obj)}: cxx {_q(source)}")
+        rule = "cxx_imported" if source in imported else "cxx"
+        lines.append(f"build {_q(obj)}: {rule} {_q(source)}")
         objects.append(obj)
-        if "/registration" not in source:
+        if not source.startswith("csrc/registration"):
             kernel_objects.append(obj)
     cuda_objects = []
     for source in cuda_sources if mode.compiles else []:
@@ -284,10 +312,48 @@ def plan_build(
     lines.append(f"build check_cuda: phony {' '.join(map(_q, cuda_objects))}")
     defaults = [library] + ([pybind_module] if pybind_module else [])
     lines.append(f"default {' '.join(map(_q, defaults))}")
-    notes += [decision.note] if decision.note else []
+    outcome = [decision.note] if decision.note and mode.compiles else []
+    notes += [decision.note] if decision.note and not mode.compiles else []
     return BuildPlan(
-        "\n".join(lines) + "\n", library, cpp_sources, cuda_sources, mode, pybind_module, notes
+        "\n".join(lines) + "\n",
+        library,
+        cpp_sources,
+        cuda_sources,
+        mode,
+        pybind_module,
+        notes,
+        outcome,
+        user,
     )
+
+
+def _imported_lines() -> list[str]:
+    """Note [Python bindings of imported files]
+    A file that `opgen import` keeps (Note [Keeping kernels] in adopt/kernels.py)
+    was written for its own build, often as a Python module: extension-cpp's
+    files include <Python.h> and define a `PyInit__C` stub, older ones
+    <torch/extension.h> and a `PYBIND11_MODULE`. opgen's library is loaded by
+    torch, not imported, and its ops are registered by the specs, so those
+    parts are left out rather than linked against Python: the imported unit
+    is compiled with Python's headers (so it compiles as written) and one
+    section per function, then its `PyInit_*` symbols are made local
+    (objcopy), and the link's --gc-sections drops them with everything only
+    they reach (the pybind11 module's functions). What stays must link with
+    --no-undefined as any kernel does: a kernel that calls Python fails the
+    build, naming the symbol.
+    """
+    python = sysconfig.get_paths()["include"]
+    flags = ["-isystem", shlex.quote(python), "-ffunction-sections", "-fdata-sections"]
+    return [
+        f"imported_flags = {' '.join(flags)}",
+        "",
+        "rule cxx_imported",
+        "  command = $cxx -MMD -MF $out.d $cflags $imported_flags -c $in -o $out"
+        " && $objcopy --wildcard '--localize-symbol=PyInit_*' $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CXX $in",
+    ]
 
 
 def _cuda_libs(tools: Toolchain, stable: bool) -> list[str]:

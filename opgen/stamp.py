@@ -10,7 +10,11 @@ size and mtime of each library it produced. The inputs are
     `build/build.ninja` (the compile and link flags);
   * what the project's files are compiled with: torch (`torch/version.py`
     and where it is installed), the Python, the compilers and ninja found on
-    PATH, the environment variables the toolchain reads, and opgen itself.
+    PATH, the environment variables the toolchain reads, and opgen itself;
+  * what the build settings name (Note [Build settings] in
+    spec/build_settings.py): their sources outside csrc/ and the environment
+    variables their paths start with. The stamp lists them (`watched`), so
+    the next check hashes those files and reads those variables too.
 `opgen build` and `opgen test` compare the stamp with the project as it is
 now, reading and hashing files only: no torch, jinja2 or black import, a few
 milliseconds. When it matches, `ninja -n` still checks what the stamp cannot
@@ -35,7 +39,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["STAMP_FILE", "Stamp", "collect_inputs", "stale_reason", "write_stamp", "remove_stamp"]
+__all__ = [
+    "STAMP_FILE",
+    "Stamp",
+    "Watched",
+    "collect_inputs",
+    "stale_reason",
+    "write_stamp",
+    "remove_stamp",
+]
 
 STAMP_FILE = "build/stamp.json"
 _NINJA_FILE = "build/build.ninja"
@@ -55,6 +67,14 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Watched:
+    """Inputs the build settings add: project files (sources outside csrc/) and environment variables."""
+
+    files: tuple[str, ...] = ()
+    environment: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Stamp:
     """The inputs of the last successful build, its outputs' (size, mtime_ns), and its options."""
 
@@ -62,6 +82,7 @@ class Stamp:
     outputs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     ninja: str | None = None  # the ninja that built it: `ninja -n` asks the same one
     check_cuda: bool = False
+    watched: Watched = Watched()
 
     def dumps(self) -> str:
         data = {
@@ -71,6 +92,10 @@ class Stamp:
             "outputs": {k: list(v) for k, v in sorted(self.outputs.items())},
             "ninja": self.ninja,
             "check_cuda": self.check_cuda,
+            "watched": {
+                "files": list(self.watched.files),
+                "environment": list(self.watched.environment),
+            },
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -81,11 +106,16 @@ class Stamp:
             data = json.loads((root / STAMP_FILE).read_text(encoding="utf-8"))
             if data.get("version") != _VERSION:
                 return None
+            watched = data.get("watched", {})
             return cls(
                 Inputs(dict(data["files"]), dict(data["environment"])),
                 {k: (int(v[0]), int(v[1])) for k, v in data["outputs"].items()},
                 data.get("ninja"),
                 bool(data.get("check_cuda")),
+                Watched(
+                    tuple(str(f) for f in watched.get("files", [])),
+                    tuple(str(e) for e in watched.get("environment", [])),
+                ),
             )
         except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
             return None
@@ -161,28 +191,41 @@ def _opgen_fingerprint() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _environment() -> dict[str, str]:
+def _environment(variables: Iterable[str] = ()) -> dict[str, str]:
     facts = {"python": sys.version, "opgen": _opgen_fingerprint()}
     spec = importlib.util.find_spec("torch")  # finds torch without importing it (~2 s)
     if spec is not None and spec.origin is not None:
         torch_dir = Path(spec.origin).parent
         facts["torch"] = f"{torch_dir} {_sha(torch_dir / 'version.py')}"
-    for name in _TOOL_ENV:
+    for name in (*_TOOL_ENV, *variables):
         facts[f"${name}"] = os.environ.get(name, "")
     for tool in _TOOLS:
         facts[tool] = shutil.which(tool) or ""
     return facts
 
 
-def collect_inputs(root: Path) -> Inputs:
+def _inside(root: Path, rel: str) -> bool:
+    """Whether `rel` (from a stamp, which a checkout could bring) names a file of the project."""
+    path = Path(rel)
+    if path.is_absolute() or ".." in path.parts:
+        return False
+    try:
+        return (root / path).resolve().is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
+
+
+def collect_inputs(root: Path, watched: Watched = Watched()) -> Inputs:
     """Everything a build of `root` depends on, as it is now. Note [Build stamp]."""
     root = root.resolve()
     files = {}
-    for rel in _project_files(root):
+    extra = {rel for rel in watched.files if _inside(root, rel)}
+    for rel in sorted({*_project_files(root), *extra}):
         sha = _sha(root / rel)
         if sha is not None:
             files[rel] = sha
-    return Inputs(files, _environment())
+    names = [n for n in watched.environment if n.isidentifier()]
+    return Inputs(files, _environment(names))
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -194,14 +237,21 @@ def _stat(path: Path) -> tuple[int, int] | None:
 
 
 def write_stamp(
-    root: Path, inputs: Inputs, outputs: Iterable[str], ninja: str | None, check_cuda: bool
+    root: Path,
+    inputs: Inputs,
+    outputs: Iterable[str],
+    ninja: str | None,
+    check_cuda: bool,
+    watched: Watched = Watched(),
 ) -> None:
     """Record a successful build whose inputs were `inputs` (taken before it compiled)."""
     from .fs import ProjectFiles
 
     files = ProjectFiles(root)
     produced = {rel: _stat(files.path(rel)) for rel in outputs}
-    stamp = Stamp(inputs, {k: v for k, v in produced.items() if v is not None}, ninja, check_cuda)
+    stamp = Stamp(
+        inputs, {k: v for k, v in produced.items() if v is not None}, ninja, check_cuda, watched
+    )
     files.write_text(STAMP_FILE, stamp.dumps())
 
 
@@ -255,7 +305,7 @@ def stale_reason(root: Path, check_cuda: bool = False) -> str | None:
     stamp = Stamp.load(root)
     if stamp is None:
         return "no successful `opgen build` yet"
-    now = collect_inputs(root)
+    now = collect_inputs(root, stamp.watched)
     env = _changed(stamp.inputs.environment, now.environment)
     if env:
         return f"{', '.join(env)} changed since the last build"

@@ -68,3 +68,19 @@ def test_plot_or_a_clear_message(project):
     else:
         assert run.returncode == 0, run.stderr
         assert (project / "out.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_dtype_picks_the_dtypes_timed(tmp_path):
+    result = run_cli("new", "mylib::foo", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    spec = tmp_path / "ops" / "foo.toml"
+    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64]\ndtypes = ["float32", "float64"]\n')
+    run = _bench(tmp_path, "--quick", "--dtype", "float64", "--json", "out.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    sizes = {r["size"] for r in json.loads((tmp_path / "out.json").read_text())["results"]}
+    assert sizes == {"64 float64"}, sizes
+    run = _bench(tmp_path, "--quick", "--dtype", "bfloat16")
+    assert run.returncode == 1
+    assert "skipped foo: benchmarked in float32, float64 ([bench] dtypes), not in bfloat16" in run.stderr
+    run = _bench(tmp_path, "--dtype", "bf16")
+    assert run.returncode == 2 and "error: --dtype bf16 is no dtype" in run.stderr

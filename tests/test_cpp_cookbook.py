@@ -48,6 +48,7 @@ def test_every_recipe_is_shown_for_both_targets() -> None:
         "Allocating outputs",
         "Reaching the data",
         "Dispatching on dtype",
+        "Half and bfloat16",
         "Strides and contiguity",
         "Parallel loops",
         "Errors that name the file and line",
@@ -87,7 +88,8 @@ def test_cookbook_builds_and_runs(tmp_path: Path, target: str) -> None:
     opgen("new", "mylib::scale", "--devices", "cpu,cuda", "--schema", "(Tensor x, float alpha) -> Tensor", cwd=tmp_path)
     spec = tmp_path / "ops" / "scale.toml"
     text, count = re.subn(r"(?m)^reference = .*$", 'reference = "x * alpha"', spec.read_text())
-    text, count2 = re.subn(r"(?m)^# dtypes = .*$", 'dtypes = ["float32", "float64"]', text)
+    # the 16-bit floats: the recipe "Half and bfloat16" (computed in float, stored rounded)
+    text, count2 = re.subn(r"(?m)^# dtypes = .*$", 'dtypes = ["float32", "float64", "float16", "bfloat16"]', text)
     assert count == count2 == 1, spec.read_text()
     spec.write_text(text)
     (tmp_path / "csrc" / "cpu" / "scale.cpp").write_text(translation_unit("cpp", target))

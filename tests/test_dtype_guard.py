@@ -85,3 +85,34 @@ def test_grad_on_an_edited_cpp_op_builds_and_passes(tmp_path: Path) -> None:
     assert "merged         csrc/cpu/scale.cpp" in regen.stdout and "0 conflicts" in regen.stdout
     run = opgen("test", "-vv", cwd=root)
     assert "building first" in run.stdout and "test_gradcheck[cpu-x] PASSED" in run.stdout, run.stdout[-4000:]
+
+
+WRITES = re.compile(r"  // opgen: begin checks \(regenerated from ops/fill\.toml; edit the spec, not these lines\)\n(.*?)  // opgen: end checks\n", re.S)
+
+
+def test_strided_writes_drops_the_contiguity_check_for_good(tmp_path: Path) -> None:
+    """A kernel that walks the strides of what it writes names it in `strided_writes`; editing the
+    check out of the fence instead is undone by the next run."""
+    (tmp_path / "opgen.toml").write_text('[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\nbackend = "cpp"\n')
+    new_op(tmp_path, "mylib::fill", "(Tensor(a!) out, Tensor x) -> ()")
+    kernel, spec = tmp_path / "csrc" / "cpu" / "fill.cpp", tmp_path / "ops" / "fill.toml"
+    contiguous = 'STD_TORCH_CHECK(out.is_contiguous(), "mylib::fill: out must be contiguous");'
+    (checks,) = WRITES.findall(kernel.read_text())
+    assert contiguous in checks
+    kernel.write_text(kernel.read_text().replace(f"  {contiguous}\n", ""))  # edited out: put back
+    assert not generate(tmp_path).failed
+    assert contiguous in WRITES.findall(kernel.read_text())[0]
+    spec.write_text(spec.read_text().replace('backend = "cpp"', 'backend = "cpp"\nstrided_writes = ["out"]'))
+    assert not generate(tmp_path).failed
+    (checks,) = WRITES.findall(kernel.read_text())
+    assert "is_contiguous" not in checks and "out.is_cpu()" in checks
+    # the user's strided body and later spec changes keep it out
+    kernel.write_text(kernel.read_text().replace("}  // namespace mylib", "// walks out's strides\n}  // namespace mylib"))
+    spec.write_text(re.sub(r"(?m)^# dtypes = .*$", 'dtypes = ["float32", "float64"]', spec.read_text()))
+    for _ in range(2):
+        assert not generate(tmp_path).failed
+        text = kernel.read_text()
+        assert "is_contiguous" not in WRITES.findall(text)[0] and "// walks out's strides" in text
+    spec.write_text(spec.read_text().replace('strided_writes = ["out"]', "strided_writes = true"))
+    assert not generate(tmp_path).failed
+    assert "is_contiguous" not in WRITES.findall(kernel.read_text())[0]

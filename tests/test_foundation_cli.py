@@ -148,3 +148,19 @@ def test_every_option_names_itself() -> None:
                 if not (isinstance(first, ast.Constant) and str(first.value).startswith("--")):
                     unnamed.append(f"{module.name}:{node.lineno}")
     assert not unnamed, f"typer.Option without its --flag: {unnamed}"
+
+
+def test_new_help_shows_examples():
+    help_text = run_cli("new", "--help", cwd=Path.cwd()).output
+    assert "Examples:" in help_text
+    assert "opgen new mylib::foo " in help_text
+    assert 'opgen new mylib::swiglu --backend cpp --devices cpu,cuda \\\n        --schema "(Tensor x, Tensor gate) -> Tensor"' in help_text
+
+
+@pytest.mark.slow  # runs one generated test in a fresh interpreter (torch import)
+def test_quiet_opgen_test_keeps_pytest_summary_line(tmp_path):
+    assert run_cli("new", "mylib::foo", cwd=tmp_path).exit_code == 0
+    command = [sys.executable, "-m", "opgen", "test", "-q", "-k", "samples_cover_dtypes"]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^1 passed, \d+ deselected in ", run.stdout, re.M), run.stdout

@@ -125,3 +125,29 @@ def test_python_custom_ops(tmp_path: Path):
     kernel = root / "pyext_ops/kernels/scaled_add.py"
     kernel.write_text(kernel.read_text().replace("return a + alpha * b", "return a - alpha * b"))
     assert _tests(root, "-k", "scaled_add").returncode == 1
+
+
+def test_files_that_are_python_modules_build_without_their_bindings(tmp_path: Path):
+    """extension-cpp's Python.h and PyInit__C stub, and an older file's torch/extension.h and
+    PYBIND11_MODULE beside TORCH_LIBRARY: compiled with Python's headers, the bindings left out
+    of the library (Note [Python bindings of imported files])."""
+    root = _copy("pymodule", tmp_path)
+    imported = opgen("import", "extension_cpp", cwd=root)
+    assert (
+        "extension_cpp/csrc/muladd.cpp:14: note: PyInit__C (a Python module stub) is left out of "
+        "the library opgen builds"
+    ) in imported.stderr
+    assert (
+        "extension_cpp/csrc/bindings.cpp:18: note: PYBIND11_MODULE(TORCH_EXTENSION_NAME, ...) "
+        "(a pybind11 module) is left out"
+    ) in imported.stderr
+    _spec(root, "mymuladd", "a * b + c")
+    _spec(root, "mymul", "a * b")
+    opgen("build", cwd=root)
+    library = root / "extension_cpp_ops" / "_C.so"
+    symbols = subprocess.run(
+        ["nm", "-D", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "PyInit" not in symbols and " U Py" not in symbols, symbols
+    run = _tests(root)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from ._testing_samples import (
     TensorSpec,
@@ -78,7 +80,8 @@ def _message(op: Any, index: int) -> Callable[[str], str]:
 # that float32 needs cannot hide a float64 error. A bound given per dtype
 # (`rtol = {float16 = 2e-3}`, a dict here) loosens only the dtypes it names, so
 # float16's bound cannot hide a float32 error either. gradcheck runs in float64
-# with its own tolerances.
+# with its own tolerances; a spec with `[test] gradcheck_dtype = "float32"` (a
+# kernel without a float64 path) gets the looser ones below.
 _DEFAULT_TOLERANCES = {  # dtype: (atol, rtol), as torch.testing.assert_close
     torch.float16: (1e-5, 1e-3),
     torch.bfloat16: (1e-5, 1.6e-2),
@@ -86,6 +89,8 @@ _DEFAULT_TOLERANCES = {  # dtype: (atol, rtol), as torch.testing.assert_close
     torch.complex64: (1e-5, 1.3e-6),
 }
 _EXACT_DTYPES = (torch.float64, torch.complex128)
+# gradcheck's finite differences in float32: a step float32 resolves, and errors of its size
+_FLOAT32_GRADCHECK = {"eps": 1e-3, "atol": 1e-2, "rtol": 1e-2}
 
 
 def tolerances(
@@ -229,6 +234,26 @@ def _no_sample_message(samples, names: Iterable[str], spec: str, what: str) -> s
     )
 
 
+@contextmanager
+def _float64_hint(fn: Any, dtype: torch.dtype, spec: str) -> Iterator[None]:
+    """An error of the op itself under gradcheck in float64 says where float64 comes from."""
+    try:
+        yield
+    except GradcheckError:
+        raise
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as exc:
+        if dtype != torch.float64:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AssertionError(
+            f"gradcheck calls {_describe(fn)} in float64 (its finite differences need that "
+            f"precision), and it raised {type(exc).__name__}: {first}. A kernel without a "
+            "float64 path fails here: add one (the fenced dtype check of a C++ kernel accepts "
+            f"float64 for ops with [grad]), or check the gradients in float32: "
+            f'gradcheck_dtype = "float32" under [test] in {spec} (looser tolerances)'
+        ) from exc
+
+
 def check_gradients(
     op,
     samples,
@@ -239,8 +264,11 @@ def check_gradients(
     wrapper=None,
     raw_forward_ad=False,
     spec="the spec",
+    dtype=torch.float64,
 ) -> int:
     """gradcheck (and gradgradcheck) in float64 with only `input_name` requiring grad.
+
+    `dtype` float32 (`[test] gradcheck_dtype`): in float32, with looser tolerances.
 
     With `forward_ad` (the spec has a [jvp] table) a second gradcheck checks
     forward-mode AD through `wrapper` (and through `op` too with
@@ -257,7 +285,8 @@ def check_gradients(
     """
     checked = 0
     forward = [fn for fn in (wrapper, op if raw_forward_ad or wrapper is None else None) if fn]
-    for kwargs in materialize(samples, device, torch.float64, (input_name,)):
+    loose = _FLOAT32_GRADCHECK if dtype == torch.float32 else {}
+    for kwargs in materialize(samples, device, dtype, (input_name,)):
         value = kwargs.get(input_name)
         inputs = [t for t in tensors_of(value) if t.requires_grad]
         if not inputs:
@@ -282,18 +311,26 @@ def check_gradients(
 
             return call
 
-        assert torch.autograd.gradcheck(bind(op), inputs)
-        if forward_ad:
-            for fn in forward:
+        with _float64_hint(op, dtype, spec), warnings.catch_warnings():
+            # gradcheck warns about inputs that are not float64: only with gradcheck_dtype float32
+            warnings.filterwarnings("ignore", "Input #", UserWarning)
+            assert torch.autograd.gradcheck(bind(op), inputs, **loose)
+            if forward_ad:
+                for fn in forward:
+                    assert torch.autograd.gradcheck(
+                        bind(fn),
+                        inputs,
+                        check_forward_ad=True,
+                        check_backward_ad=False,
+                        fast_mode=True,
+                        **loose,
+                    ), f"forward-mode gradcheck of {_describe(fn)}"
+            if gradgrad:
+                assert torch.autograd.gradgradcheck(bind(op), inputs, **loose)
+            if wrapper is not None and checked == 0:
                 assert torch.autograd.gradcheck(
-                    bind(fn), inputs, check_forward_ad=True, check_backward_ad=False, fast_mode=True
-                ), f"forward-mode gradcheck of {_describe(fn)}"
-        if gradgrad:
-            assert torch.autograd.gradgradcheck(bind(op), inputs)
-        if wrapper is not None and checked == 0:
-            assert torch.autograd.gradcheck(
-                bind(wrapper), inputs
-            ), f"gradcheck of {_describe(wrapper)}"
+                    bind(wrapper), inputs, **loose
+                ), f"gradcheck of {_describe(wrapper)}"
         checked += 1
     if not checked:
         raise AssertionError(
@@ -306,9 +343,11 @@ def _leaves(kwargs: dict[str, Any], names: Iterable[str]) -> list[torch.Tensor]:
     return [t for name in names for t in tensors_of(kwargs.get(name)) if t.requires_grad]
 
 
-def check_double_backward_refused(op, samples, device, differentiable, spec="the spec") -> None:
+def check_double_backward_refused(
+    op, samples, device, differentiable, spec="the spec", dtype=torch.float64
+) -> None:
     """With double_backward = false, differentiating a gradient again raises."""
-    for kwargs in materialize(samples, device, torch.float64, differentiable):
+    for kwargs in materialize(samples, device, dtype, differentiable):
         leaves = _leaves(kwargs, differentiable)
         if not leaves:
             continue

@@ -93,18 +93,27 @@ def _no_sample(what: str, spec: str) -> str:
 
 
 def check_torch_func(
-    wrapper, reference, samples, device, differentiable, jvp=True, batched=True, spec="the spec"
+    wrapper,
+    reference,
+    samples,
+    device,
+    differentiable,
+    jvp=True,
+    batched=True,
+    spec="the spec",
+    dtype=torch.float64,
 ) -> None:
     """Through the typed wrapper, torch.func agrees with itself on the reference expression.
 
-    grad, vjp, jacrev, jvp, jacfwd and torch.autograd.forward_ad, in float64 on
-    the smallest sample, over the floating outputs. Without a [jvp] table the
-    forward-mode ones must raise an error naming it (never return zeros); without
+    grad, vjp, jacrev, jvp, jacfwd and torch.autograd.forward_ad, in float64 (or
+    the spec's gradcheck_dtype) on the smallest sample, over the floating outputs.
+    Without a [jvp] table the forward-mode ones must raise an error naming it (never
+    return zeros); without
     a batching rule (`batched=False`) jacfwd, which vmaps the op itself, must
     raise torch's error for an autograd.Function without vmap support.
     """
     names = _tensor_names(samples, differentiable)
-    kwargs = _pick(samples, device, torch.float64, names, reference)
+    kwargs = _pick(samples, device, dtype, names, reference)
     if kwargs is None:
         raise AssertionError(_no_sample("torch.func", spec))
     primals = tuple(_detached(kwargs[name]) for name in names)
@@ -170,11 +179,13 @@ def _forward_ad(fn, primals, tangents) -> Any:
     return found if isinstance(out, (tuple, list)) else found[0]
 
 
-def check_raw_handle_refuses(op, samples, device, differentiable, public, spec="the spec") -> None:
+def check_raw_handle_refuses(
+    op, samples, device, differentiable, public, spec="the spec", dtype=torch.float64
+) -> None:
     """torch.func through the raw torch.ops handle raises an error naming the typed wrapper,
     never zeros."""
     names = _tensor_names(samples, differentiable)
-    kwargs = _pick(samples, device, torch.float64, names)
+    kwargs = _pick(samples, device, dtype, names)
     if kwargs is None:
         raise AssertionError(_no_sample("the torch.ops check", spec))
     primals = tuple(_detached(kwargs[name]) for name in names)
@@ -327,11 +338,13 @@ def check_vmap(
                 assert calls.shapes, f"{label}: the custom rule never called the kernel"
 
 
-def check_vmap_grad(wrapper, reference, samples, device, differentiable, spec="the spec") -> None:
+def check_vmap_grad(
+    wrapper, reference, samples, device, differentiable, spec="the spec", dtype=torch.float64
+) -> None:
     """Per-sample gradients: torch.vmap(torch.func.grad(wrapper)) equals torch.func.grad of the
     reference, sample by sample."""
     names = _tensor_names(samples, differentiable)
-    kwargs = _pick(samples, device, torch.float64, names, reference)
+    kwargs = _pick(samples, device, dtype, names, reference)
     if kwargs is None:
         raise AssertionError(_no_sample("vmap(grad)", spec))
     torch.manual_seed(11)

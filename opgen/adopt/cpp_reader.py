@@ -152,6 +152,8 @@ class _Reader:
         i = 0
         while i < len(tokens):
             tok = tokens[i]
+            if tok.kind == "ident" and tok.text.startswith(("PyInit_", "PYBIND11_MODULE")):
+                self._binding(i)
             if tok.text == "namespace" and tok.kind == "ident":
                 j = i + 1
                 parts = []
@@ -180,6 +182,22 @@ class _Reader:
             elif tok.text == "}" and tok.kind == "punct" and scopes:
                 scopes.pop()
             i += 1
+
+    def _binding(self, i: int) -> None:
+        """Record a Python binding starting at token `i`: `PYBIND11_MODULE(...)`, or the definition
+        of a `PyInit_<name>(...)` function."""
+        tok = self.tokens[i]
+        if not self._at(i + 1, "("):
+            return
+        if tok.text == "PYBIND11_MODULE":
+            args = _split_args(self.tokens[i + 2 : _matching(self.tokens, i + 1)])
+            name = args[0][0].text if args and args[0] else "?"
+            what = f"PYBIND11_MODULE({name}, ...)"
+        elif tok.text.startswith("PyInit_") and self._at(_matching(self.tokens, i + 1) + 1, "{"):
+            what = tok.text
+        else:
+            return
+        self.found.python_bindings.append((self.path, tok.line, what))
 
     def _at(self, i: int, text: str) -> bool:
         return (

@@ -75,3 +75,6 @@ class Found:
     ops: list[FoundOp] = field(default_factory=list)
     functions: list[CppFunction] = field(default_factory=list)
     target: str | None = None  # "classic" or "stable" when C++ was found
+    # Python-binding parts of C++ files (PyInit_* definitions, PYBIND11_MODULE blocks): file,
+    # line, name; left out of opgen's library (Note [Python bindings of imported files])
+    python_bindings: list[tuple[Path, int, str]] = field(default_factory=list)

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from ..api.names import cpp_names
 from ..errors import Diagnostic
+from ..targets.cpp import IMPORTED_DIR
 from ..targets.cpp import kernel_path as cpp_kernel_path
 from .found import CppFunction, FoundOp, Kernel
 
 __all__ = ["CppKernels", "cpp_kernels", "python_kernel", "IMPORTED_DIR"]
 
-IMPORTED_DIR = "csrc/cpu/imported"
 RENAMED = "opgen_user_"
 _PYTHON_KERNEL_IMPORTS = {
     "from __future__ import annotations",
@@ -66,6 +66,8 @@ _UNIT = """\
 // blocks are switched off here: the specs in ops/ register the ops now, and a
 // second TORCH_LIBRARY for a namespace fails when the library loads. Each kernel
 // is renamed to {renamed}<name>: csrc/cpu/<op>.cpp calls it under that name.
+// Python bindings in your file (a PyInit_ stub, a PYBIND11_MODULE) compile with
+// Python's headers and are left out of the library when it links.
 {headers}
 
 #undef TORCH_LIBRARY
@@ -89,6 +91,7 @@ class CppKernels:
 
     units: dict[str, str]  # project-relative path -> text of a translation unit
     first: dict[str, dict[str, object]]  # kernel file -> template variables
+    included: tuple[Path, ...] = ()  # the user's files the units compile
 
 
 def _unit_path(root: Path, source: Path) -> str:
@@ -202,7 +205,7 @@ def cpp_kernels(
             headers=_HEADERS[target],
             stable=_STABLE if target == "stable" else "",
         )
-    return CppKernels(units, first)
+    return CppKernels(units, first, tuple(sorted(renamed)))
 
 
 def _parameters(function: CppFunction) -> list[str]:

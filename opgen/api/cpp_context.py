@@ -15,6 +15,7 @@ from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .autograd_kind import cpp_mutation_fallbacks
+from .build_settings import setup_settings
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
 from .fences import CHECKS, fence_lines
 from .names import Namer, cpp_safe
@@ -108,8 +109,9 @@ def local_names(op: OpSpec, wanted: Sequence[str] = _LOCALS) -> dict[str, str]:
 
 
 def guard_dtypes(op: OpSpec) -> list[str]:
-    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and float64 for gradcheck."""
-    wanted = list(op.test.dtypes) + (["float64"] if op.grads else [])
+    """The dtypes a stub's dtype check accepts: the spec's test dtypes, and gradcheck's (float64
+    unless the spec's `gradcheck_dtype` says float32)."""
+    wanted = list(op.test.dtypes) + ([op.test.gradcheck_dtype] if op.grads else [])
     return [d for d in dict.fromkeys(wanted) if d in SCALAR_TYPES]
 
 
@@ -157,8 +159,8 @@ def _checks(op: OpSpec, device: str, names: StubNames) -> list[str]:
             lines.append(
                 f'{check}({p[arg.name]}.{same} == {first}.{same}, "{q}: {arg.name} must be on the device of {label}");'
             )
-    for arg in op.args:
-        if arg.mutated and arg.family == "Tensor":
+    for arg in op.args:  # a kernel that handles any strides names the tensor in strided_writes
+        if arg.mutated and arg.family == "Tensor" and arg.name not in op.strided_writes:
             lines.append(
                 f'{check}({p[arg.name]}.is_contiguous(), "{q}: {arg.name} must be contiguous");'
             )
@@ -281,6 +283,7 @@ def cpp_project_context(
     """The `cpp` variables of the project-wide C++ templates, from each C++ op and its `op.cpp` context."""
     devices = sorted({d for op, _ in ops for d in op.devices})
     return {
+        "build_settings": setup_settings(config, [op for op, _ in ops]),
         "target_version_hex": cpp.target_version_hex(config.torch_target_version),
         "library_file": library_file,
         "devices": devices,

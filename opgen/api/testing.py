@@ -182,6 +182,10 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "no_samples": literal(_no_samples(op, path)),
         "reference": expression(op.test.reference) if op.test.reference else None,
         "test_dtypes": list(op.test.dtypes),
+        # float64 leaves the gradient checks' dtype argument out (their default)
+        "gradcheck_dtype": (
+            None if op.test.gradcheck_dtype == "float64" else f"torch.{op.test.gradcheck_dtype}"
+        ),
         "atol": literal(tolerance(op.test.atol)),
         "rtol": literal(tolerance(op.test.rtol)),
         "compile_expectation": compile_expectation(op),

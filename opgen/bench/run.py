@@ -32,6 +32,7 @@ class BenchOptions:
     min_run_time: float = 0.2
     threads: int = 1
     show_progress: bool = True
+    dtypes: tuple[str, ...] = ()  # `--dtype`: only these of each op's [bench] dtypes; () all
 
 
 @dataclass
@@ -72,11 +73,18 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
                 f"{op.name}: no {options.device} kernel (devices = {list(op.devices)})"
             )
             continue
+        dtypes = [d for d in op.bench.dtypes if not options.dtypes or d in options.dtypes]
+        if not dtypes:
+            run.skipped.append(
+                f"{op.name}: benchmarked in {', '.join(op.bench.dtypes)} ([bench] dtypes), "
+                f"not in {', '.join(options.dtypes)}"
+            )
+            continue
         modes = (False, True) if op.bench.backward else (False,)
         plans.extend(
             (op, size, backward, dtype)
             for backward in modes
-            for dtype in op.bench.dtypes
+            for dtype in dtypes
             for size in size_points(op, options.quick)
         )
     failed: set[tuple[str, bool, str]] = set()

@@ -76,6 +76,14 @@ def bench(
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")
     ] = False,
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dtype",
+            help="Time only this dtype of each op's [bench] dtypes (repeat for several).",
+            metavar="DTYPE",
+        ),
+    ] = None,
 ) -> None:
     """Benchmark the ops named (default: all) against their spec's reference and native PyTorch.
 
@@ -95,6 +103,16 @@ def bench(
         err(
             "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min"
         )
+        raise typer.Exit(2)
+    from ..spec.types import DTYPES
+
+    wanted = tuple(dict.fromkeys(d.strip() for item in dtype or [] for d in item.split(",")))
+    unknown_dtypes = [d for d in wanted if d not in DTYPES]
+    if unknown_dtypes:
+        err(f"error: --dtype {unknown_dtypes[0]} is no dtype\n  hint: one of {', '.join(DTYPES)}")
+        raise typer.Exit(2)
+    if wanted and overhead:
+        err("error: --overhead times 1-element float32 calls; drop --dtype")
         raise typer.Exit(2)
     root = project_root()
     try:
@@ -121,7 +139,12 @@ def bench(
             raise typer.Exit(2)
     count = set_threads(threads)
     options = BenchOptions(
-        device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress
+        device,
+        quick,
+        min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME),
+        count,
+        not no_progress,
+        wanted,
     )
     typer.echo(
         f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}"

@@ -90,6 +90,8 @@ def build_stale(
         typer.echo(f"opgen: {note}")
     if not outcome.ok:
         err(f"error: {outcome.build.summary}")
+        for hint in outcome.build.hints:
+            err(f"  hint: {hint}")
         raise typer.Exit(1)
     if not (quiet and outcome.build.plan is None):
         typer.echo(f"opgen: {outcome.build.summary}")

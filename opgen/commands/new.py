@@ -34,7 +34,16 @@ def new(
         typer.Option("--devices", help="Comma-separated devices: cpu, cuda.", metavar="DEVICES"),
     ] = "cpu",
 ) -> None:
-    """Create the op NAMESPACE::OP (and the project, if the folder has none), then generate it."""
+    """Create the op NAMESPACE::OP (and the project, if the folder has none), then generate it.
+
+    \b
+    Examples:
+      opgen new mylib::foo            a Python op (a sine) in a new project, its tests passing
+      opgen new mylib::swiglu --backend cpp --devices cpu,cuda \\
+          --schema "(Tensor x, Tensor gate) -> Tensor"
+                                      a C++ op whose kernels copy x: fill in the spec and kernels
+      opgen test                      then build (C++) and run the op's generated tests
+    """
     from ..errors import OpgenError
     from ..new import new_op
 

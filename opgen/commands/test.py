@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Annotated
 
@@ -60,13 +61,19 @@ def test(
         sys.executable,
         "-m",
         "pytest",
-        "-q",
+        # -q unless the user chose the verbosity: a second -q (-qq) hides pytest's summary line
+        *([] if any(_verbosity(arg) for arg in ctx.args) else ["-q"]),
         "-p",
         "no:cacheprovider",
         *([] if chosen else ["tests"]),
         *ctx.args,
     ]
     raise typer.Exit(subprocess.call(command, cwd=root))
+
+
+def _verbosity(arg: str) -> bool:
+    """Whether a pytest argument sets the verbosity: -q, -qq, -v, -vv, --quiet, --verbose."""
+    return arg in ("--quiet", "--verbose") or re.fullmatch(r"-(q+|v+)", arg) is not None
 
 
 def register(app: typer.Typer) -> None:

@@ -163,7 +163,8 @@ def build_bench(
         text = table.get(key)
         if text is not None and typed(sink, doc, text, str, "bench", key):
             try:
-                check_expression(text, allowed, f"bench.{key}")
+                shadowing = {a.name for a in args} | variables
+                check_expression(text, allowed, f"bench.{key}", shadowing)
             except ExprProblem as exc:
                 sink.error(doc.line("bench", key), exc.message, exc.hint)
         texts[key] = text.strip() if isinstance(text, str) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DiagnosticSink
+from .build_settings import build_settings
 from .fields import suggest
 from .load import LoadedToml
 from .model import (
@@ -39,11 +40,11 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
     sink = DiagnosticSink(doc.path)
     root = doc.path.parent
     for key in doc.data:
-        if key not in ("project", "options"):
+        if key not in ("project", "options", "build"):
             sink.error(
                 doc.line(key),
                 f"unknown table or key {key!r}",
-                "opgen.toml has a [project] and an [options] table",
+                "opgen.toml has a [project], an [options] and a [build] table",
             )
     project = doc.data.get("project", {})
     options = doc.data.get("options", {})
@@ -161,6 +162,8 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["templates"] = resolved
+    if "build" in doc.data:  # Note [Build settings] in spec/build_settings.py
+        values["build"] = build_settings(sink, doc, doc.data["build"], root, per_op=False)
     sink.raise_if_any()
     return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
 

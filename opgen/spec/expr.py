@@ -126,10 +126,18 @@ def _has_comment(text: str) -> bool:
         return False  # ast.parse reports the syntax error
 
 
-def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expression:
-    """Return the parsed expression or raise ExprProblem naming the first problem."""
+def check_expression(
+    text: str, allowed: Iterable[str], what: str, args: Iterable[str] = ()
+) -> ast.Expression:
+    """Return the parsed expression or raise ExprProblem naming the first problem.
+
+    `args`: the names in `allowed` that are the op's arguments; the others among
+    `torch`, `F` and `math` are those modules, whose attributes are looked up
+    (Note [Torch names in expressions] in torch_names.py).
+    """
     tree = parse_expression(text, what)
     allowed = set(allowed)
+    modules = {"torch", "F", "math"} & allowed - set(args)
     try:
         nodes = list(ast.walk(tree))
     except RecursionError:
@@ -155,7 +163,26 @@ def check_expression(text: str, allowed: Iterable[str], what: str) -> ast.Expres
             raise ExprProblem(
                 f"{what} uses the unknown name {node.id!r}", f"names allowed here: {known}"
             )
+    if modules:
+        _check_module_names(nodes, modules, what)
     return tree
+
+
+def _check_module_names(nodes: list[ast.AST], modules: set[str], what: str) -> None:
+    """Each `torch.x.y`, `F.x`, `math.x` names what the module has (Note [Torch names in expressions])."""
+    for node in nodes:
+        chain: list[str] = []
+        current = node
+        while isinstance(current, ast.Attribute):
+            chain.append(current.attr)
+            current = current.value
+        if not chain or not isinstance(current, ast.Name) or current.id not in modules:
+            continue
+        from .torch_names import unknown_attribute
+
+        problem = unknown_attribute([current.id, *reversed(chain)], current.id)
+        if problem is not None:
+            raise ExprProblem(f"{what} {problem[0]}", problem[1])
 
 
 def names_used(tree: ast.AST) -> set[str]:

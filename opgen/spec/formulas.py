@@ -167,7 +167,7 @@ def build_grads(
             )
             continue
         try:
-            tree = check_expression(expr, allowed, f"gradient formula for {key!r}")
+            tree = check_expression(expr, allowed, f"gradient formula for {key!r}", inputs)
         except ExprProblem as exc:
             sink.error(line, exc.message, exc.hint)
             continue
@@ -216,11 +216,12 @@ def check_exprs(
     allowed: set[str],
     what: str,
     *path: str,
+    args: Iterable[str] = (),
 ) -> list[str]:
     good: list[str] = []
     for text in texts:
         try:
-            check_expression(text, allowed, what)
+            check_expression(text, allowed, what, args)
         except ExprProblem as exc:
             sink.error(doc.line(*path), exc.message, exc.hint)
             continue
@@ -239,7 +240,10 @@ def build_fake(
     check_keys(sink, doc, table, _FAKE_KEYS, ("fake",))
     allowed = {a.name for a in args} | set(EXPR_GLOBALS)
     checks = string_list(sink, doc, table["checks"], "fake", "checks") if "checks" in table else ()
-    checks = tuple(check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks"))
+    names = [a.name for a in args]
+    checks = tuple(
+        check_exprs(sink, doc, checks or (), allowed, "fake check", "fake", "checks", args=names)
+    )
     if not rets:
         if "like" in table or "expr" in table:
             sink.error(
@@ -278,7 +282,7 @@ def build_fake(
         rule = FakeRule(like=like, checks=checks)
     else:
         exprs = string_list(sink, doc, table["expr"], "fake", "expr") or ()
-        good = check_exprs(sink, doc, exprs, allowed, "fake.expr", "fake", "expr")
+        good = check_exprs(sink, doc, exprs, allowed, "fake.expr", "fake", "expr", args=names)
         if len(good) != len(exprs):
             return FakeRule()
         rule = FakeRule(expr=tuple(good), checks=checks)

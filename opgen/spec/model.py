@@ -28,6 +28,7 @@ __all__ = [
     "TestSpec",
     "BenchSpec",
     "ShardingSpec",
+    "BuildSettings",
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
@@ -209,6 +210,9 @@ class TestSpec:
     # whether the CUDA kernel can be captured in a CUDA graph; None: unless an output's
     # size depends on the values (FakeRule.data_dependent), which a graph cannot replay
     cuda_graph: bool | None = None
+    # the dtype of gradcheck and the other gradient checks: float64, or float32 for kernels
+    # without a float64 path
+    gradcheck_dtype: str = "float64"
 
     @property
     def helpers(self) -> tuple[str, ...]:
@@ -228,6 +232,27 @@ MAX_SAMPLE_ELEMENTS = 1 << 28  # the default of `[options] max_sample_elements`
 
 
 @dataclass(frozen=True)
+class BuildSettings:
+    """A `[build]` table as written (Note [Build settings] in spec/build_settings.py).
+
+    `lines` maps each key to its line, for the messages `opgen build` gives
+    when a path or an environment variable turns out wrong on this machine.
+    """
+
+    cxx_flags: tuple[str, ...] = ()
+    cuda_flags: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    lines: tuple[tuple[str, int], ...] = ()
+
+    def line(self, key: str) -> int | None:
+        return dict(self.lines).get(key)
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
     root: Path
     path: Path
@@ -244,6 +269,7 @@ class ProjectConfig:
     private_torch: tuple[str, ...] = ()
     # the tensor elements of all of a spec's [[test.samples]] together (Note [Sample bounds])
     max_sample_elements: int = MAX_SAMPLE_ELEMENTS
+    build: BuildSettings = BuildSettings()
 
 
 @dataclass(frozen=True)
@@ -301,6 +327,9 @@ class OpSpec:
     # implies (Note [Tags of aliasing ops] in spec/registration.py)
     tags: tuple[str, ...] = ()
     sharding: ShardingSpec | None = None
+    build: BuildSettings = BuildSettings()
+    # written tensor arguments whose kernels handle any strides: no fenced contiguity check
+    strided_writes: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -25,7 +25,11 @@ TEST_KEYS = (
     "atol",
     "rtol",
     "cuda_graph",
+    "gradcheck_dtype",
 )
+# the dtypes gradients are checked in: float64 (finite differences need its precision), or
+# float32 for kernels without a float64 path (looser tolerances: Note [Test tolerances])
+GRADCHECK_DTYPES = ("float64", "float32")
 _TENSOR_SAMPLE_KEYS = (
     "shape",
     "values",
@@ -451,9 +455,8 @@ def build_test(
     if reference is not None:
         if typed(sink, doc, reference, str, "test", "reference"):
             try:
-                check_expression(
-                    reference, {a.name for a in args} | set(expr_globals), "test.reference"
-                )
+                names = {a.name for a in args}
+                check_expression(reference, names | set(expr_globals), "test.reference", names)
             except ExprProblem as exc:
                 sink.error(doc.line("test", "reference"), exc.message, exc.hint)
         else:
@@ -482,6 +485,14 @@ def build_test(
     cuda_graph = table.get("cuda_graph")
     if cuda_graph is not None and not typed(sink, doc, cuda_graph, bool, "test", "cuda_graph"):
         cuda_graph = None
+    gradcheck_dtype = table.get("gradcheck_dtype", "float64")
+    if gradcheck_dtype not in GRADCHECK_DTYPES:
+        sink.error(
+            doc.line("test", "gradcheck_dtype"),
+            f"test.gradcheck_dtype is {shown(gradcheck_dtype)}",
+            'use "float64" (the default) or "float32" (for kernels without a float64 path)',
+        )
+        gradcheck_dtype = "float64"
     return TestSpec(
         tuple(samples),
         reference,
@@ -491,4 +502,5 @@ def build_test(
         samples_from,
         reference_from,
         cuda_graph,
+        gradcheck_dtype,
     )

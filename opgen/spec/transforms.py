@@ -118,7 +118,8 @@ def build_jvp(
         if not typed(sink, doc, text, str, "jvp", key):
             continue
         try:
-            check_expression(text, allowed, f"forward-mode formula jvp.{key}")
+            shadowing = {a.name for a in args} | (allowed - set(EXPR_GLOBALS))
+            check_expression(text, allowed, f"forward-mode formula jvp.{key}", shadowing)
         except ExprProblem as exc:
             sink.error(doc.line("jvp", key), exc.message, exc.hint)
             continue

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import DiagnosticSink, OpgenError
 from .bench import build_bench
+from .build_settings import build_settings
 from .fields import check_keys, shown, typed
 from .formulas import EXPR_GLOBALS, build_fake, build_grads
 from .load import LoadedToml
@@ -15,6 +16,7 @@ from .model import (
     DEVICES,
     REGISTRATIONS,
     Arg,
+    BuildSettings,
     OpSpec,
     ProjectConfig,
     Ret,
@@ -30,7 +32,8 @@ __all__ = ["build_op_spec", "SPEC_KEYS"]
 
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
-    "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags sharding".split()
+    "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags sharding build "
+    "strided_writes".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
 
@@ -212,6 +215,62 @@ def _registration(
     return "library"
 
 
+def _op_build(
+    sink: DiagnosticSink, doc: LoadedToml, table: Any, config: ProjectConfig, backend: str
+) -> BuildSettings:
+    """An op's `[build]` table: C++ ops only (Note [Build settings])."""
+    if backend != "cpp":
+        sink.error(
+            doc.line("build"),
+            "[build] adds to the compile of C++ ops, and this op is a Python op",
+            'remove [build], or set backend = "cpp"',
+        )
+        return BuildSettings()
+    return build_settings(sink, doc, table, config.root, per_op=True)
+
+
+def _strided_writes(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    value: Any,
+    args: tuple[Arg, ...],
+    values: dict[str, Any],
+) -> tuple[str, ...]:
+    """`strided_writes`: the written tensors whose C++ kernels handle any strides.
+
+    The fenced checks of a C++ kernel stub refuse a written `Tensor` that is not
+    contiguous (a kernel indexing it as a flat array would write the wrong
+    elements); a kernel that walks its strides, or writes through a copy, names
+    it here and the check is left out of the fence. `true` names them all.
+    """
+    line = doc.line("strided_writes")
+    written = [a.name for a in args if a.mutated and a.family == "Tensor"]
+    if values["backend"] != "cpp":
+        sink.error(
+            line,
+            "strided_writes drops a check of the C++ kernel stubs, and this op is a Python op",
+            "remove strided_writes (a Python kernel gets no such check)",
+        )
+        return ()
+    if value is True:
+        return tuple(written)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        sink.error(
+            line,
+            f"strided_writes must be true or a list of written arguments, not {shown(value)}",
+            f"e.g. strided_writes = {list(written[:1]) or ['out']!r}".replace("'", '"'),
+        )
+        return ()
+    for name in value:
+        if name not in written:
+            sink.error(
+                line,
+                f"strided_writes names {name!r}, which is not a Tensor the op writes",
+                f"written tensors: {', '.join(written) or 'none'}",
+            )
+    return tuple(dict.fromkeys(value))
+
+
 def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[str]) -> OpSpec:
     """Validate one loaded spec; raises OpgenError listing every problem."""
     sink = DiagnosticSink(doc.path)
@@ -262,6 +321,10 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
     if values["backend"] == "python":
         values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
+    if "build" in data:
+        values["build"] = _op_build(sink, doc, data["build"], config, values["backend"])
+    if "strided_writes" in data:
+        values["strided_writes"] = _strided_writes(sink, doc, data["strided_writes"], args, values)
     if sink.items or parsed_name is None:  # a bad name always recorded why
         raise OpgenError(sink.items)
     namespace, name, overload = parsed_name

@@ -22,6 +22,7 @@ __all__ = [
     "AUTOGRAD_REGISTRATION",
     "PYBIND_SOURCE",
     "KERNEL_DIRS",
+    "IMPORTED_DIR",
     "cpp_files",
     "kernel_path",
     "library_file",
@@ -40,6 +41,8 @@ AUTOGRAD_REGISTRATION = f"{CSRC}/registration_autograd.cpp"
 PYBIND_SOURCE = f"{CSRC}/pybind.cpp"
 # device -> (folder of its kernels, file suffix)
 KERNEL_DIRS = {"cpu": (f"{CSRC}/cpu", ".cpp"), "cuda": (f"{CSRC}/cuda", ".cu")}
+# the translation units of `opgen import` that compile a user's file (Note [Keeping kernels])
+IMPORTED_DIR = f"{CSRC}/cpu/imported"
 
 
 def op_header(module: str) -> str:
