@@ -125,22 +125,17 @@ def _cpp_min(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(b < a, b, a)
 
 
-def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """torchvision's nms: IoU matrix of the score-sorted boxes, then greedy suppression.
+def _cpu_suppression(boxes: Tensor, iou_threshold: float) -> Tensor:
+    """[N, N] bool: box i suppresses box j, as torchvision's CPU kernel decides.
 
-    The IoU is torchvision's expression in the boxes' dtype,
-    inter / (area_i + area_j - inter), compared with the threshold in float64 as
-    the C++ `ovr > iou_threshold` does. Ties in score keep at::sort's order (the
-    order torchvision uses).
+    The IoU is its expression in the boxes' dtype, inter / (area_i + area_j - inter), with
+    std::max / std::min operand order, compared with the threshold in float64 as the C++
+    `ovr > iou_threshold` does.
     """
-    if dets.numel() == 0:
-        return torch.empty(0, dtype=torch.long, device=dets.device)
-    order = scores.sort(0, descending=True).indices
-    boxes = dets[order]
     x1, y1, x2, y2 = boxes.unbind(1)
     areas = (x2 - x1) * (y2 - y1)
     if torch.isnan(boxes).any():  # std::max / std::min operand order decides what NaN gives
-        zero = torch.zeros((), dtype=dets.dtype, device=dets.device)
+        zero = torch.zeros((), dtype=boxes.dtype, device=boxes.device)
         w = _cpp_max(zero, _cpp_min(x2[:, None], x2[None, :]) - _cpp_max(x1[:, None], x1[None, :]))
         h = _cpp_max(zero, _cpp_min(y2[:, None], y2[None, :]) - _cpp_max(y1[:, None], y1[None, :]))
     else:  # the same values, faster
@@ -152,8 +147,53 @@ def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
         ).clamp_(min=0)
     inter = w * h
     iou = inter / (areas[:, None] + areas[None, :] - inter)
+    return iou.double() > iou_threshold
+
+
+def _cuda_suppression(boxes: Tensor, iou_threshold: float) -> Tensor:
+    """[N, N] bool: box i suppresses box j, as torchvision's CUDA kernel (devIoU) decides.
+
+    max / min ignore NaN (fmax / fmin); float16 boxes are measured in float32 with the
+    widths, heights and y extents rounded to float16 (c10::Half arithmetic); the IoU is
+    compared with the threshold rounded to float32.
+    """
+    measure = torch.float32 if boxes.dtype == torch.float16 else boxes.dtype
+
+    def in_box_type(v: Tensor) -> Tensor:
+        return v.to(boxes.dtype).to(measure)
+
+    x1, y1, x2, y2 = boxes.to(measure).unbind(1)
+    areas = (x2 - x1) * in_box_type(y2 - y1)
+    zero = torch.zeros((), dtype=measure, device=boxes.device)
+    w = torch.fmax(
+        in_box_type(torch.fmin(x2[:, None], x2[None, :]) - torch.fmax(x1[:, None], x1[None, :])),
+        zero,
+    )
+    h = torch.fmax(
+        in_box_type(torch.fmin(y2[:, None], y2[None, :]) - torch.fmax(y1[:, None], y1[None, :])),
+        zero,
+    )
+    inter = w * h
+    iou = inter / (areas[:, None] + areas[None, :] - inter)
+    threshold = torch.tensor(iou_threshold, dtype=torch.float32).to(measure).item()
+    return iou > threshold
+
+
+def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+    """torchvision's nms: IoU matrix of the score-sorted boxes, then greedy suppression.
+
+    Boxes are taken in a stable descending sort of the scores (equal scores in index order,
+    as torchvision sorts them). Whether a box suppresses another is decided as torchvision's
+    kernel for the boxes' device decides it: its CPU and CUDA kernels differ (see
+    _cpu_suppression and _cuda_suppression).
+    """
+    if dets.numel() == 0:
+        return torch.empty(0, dtype=torch.long, device=dets.device)
+    order = scores.sort(dim=0, descending=True, stable=True).indices
+    boxes = dets[order]
+    decide = _cuda_suppression if dets.is_cuda else _cpu_suppression
     # row i suppresses the later boxes j > i that overlap it
-    suppresses = (iou.double() > iou_threshold).triu_(1)
+    suppresses = decide(boxes, iou_threshold).triu_(1)
     keep = torch.ones(len(order), dtype=torch.bool, device=dets.device)
     i = 0
     while i < len(order):  # one step per kept box, not per box

@@ -1,8 +1,8 @@
 // CPU kernel of example::nms (user-owned), torchvision's semantics.
 //
-// Boxes are visited in the order of at::sort(scores, descending) (the order,
-// ties included, that torchvision uses), gathered once into structure-of-
-// arrays form. Each kept box then suppresses every later box whose IoU with it
+// Boxes are visited in the order of a stable descending sort of the scores
+// (torchvision's order: equal scores keep their index order), gathered once
+// into structure-of-arrays form. Each kept box then suppresses every later box whose IoU with it
 // exceeds the threshold, 8 (float) or 4 (double) boxes per AVX2 step.
 //
 // The IoU is torchvision's expression in the boxes' dtype,
@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace example {
@@ -25,13 +26,16 @@ using kutil::Tensor;
 
 constexpr const char* kOp = "example::nms";
 
-// Indices that sort `scores` in descending order: at::sort itself, so that
-// ties come out in exactly torchvision's order.
+// Indices that sort `scores` in descending order, equal scores in index order:
+// aten::sort.stable(stable=True), as torchvision calls it. (The default
+// aten::sort is not stable: it keeps a different box of a group of equal
+// scores.)
 Tensor sort_descending_indices(const Tensor& scores) {
-  std::array<StableIValue, 3> stack{torch::stable::detail::from(scores),
+  std::array<StableIValue, 4> stack{torch::stable::detail::from(scores),
+                                    torch::stable::detail::from(std::optional<bool>(true)),
                                     torch::stable::detail::from(int64_t(0)),
                                     torch::stable::detail::from(true)};
-  STD_TORCH_CHECK(torch_call_dispatcher("aten::sort", "", stack.data(), TORCH_ABI_VERSION) == 0,
+  STD_TORCH_CHECK(torch_call_dispatcher("aten::sort", "stable", stack.data(), TORCH_ABI_VERSION) == 0,
                   kOp, ": sorting the scores failed");
   (void)torch::stable::detail::to<Tensor>(stack[0]);  // values: released
   return torch::stable::detail::to<Tensor>(stack[1]);
