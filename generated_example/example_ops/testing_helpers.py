@@ -7,7 +7,7 @@ stub into this file and keeps your bodies. It is imported by the generated tests
 and by `opgen bench`: keep it free of test-only imports.
 
 The references are vectorised PyTorch written from the semantics of the original
-operators (vLLM's `RotaryEmbedding.forward_native`, torchvision's C++ `nms` and
+operators (vLLM's `forward_native` methods, torchvision's C++ and CUDA `nms` and
 `roi_align` kernels), not from this project's kernels. The generators make the inputs
 those operators see in a model: real rotary caches, a detector's overlapping boxes,
 valid regions of interest.
@@ -20,11 +20,50 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# ---- vLLM: rms_norm, fused_add_rms_norm ---------------------------------------------------
+
+
+def _rms_norm_forward_native(
+    x: Tensor, weight: Tensor, epsilon: float, residual: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    """vLLM's RMSNorm.forward_native: (output, new residual or None).
+
+    In float32: x (plus the residual, unrounded), its mean square, the scaling; then cast
+    back to x's dtype and multiplied by weight in that dtype. The new residual is the float32
+    sum cast back.
+    """
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    if residual is not None:
+        x = x + residual.to(torch.float32)
+        residual = x.to(orig_dtype)
+    variance = x.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    return x.to(orig_dtype) * weight, residual
+
+
+def rms_norm_reference(result: Tensor, input: Tensor, weight: Tensor, epsilon: float) -> Tensor:
+    """The new `result`: forward_native of input."""
+    return _rms_norm_forward_native(input, weight, epsilon)[0]
+
+
+def fused_add_rms_norm_reference(
+    input: Tensor, residual: Tensor, weight: Tensor, epsilon: float
+) -> tuple[Tensor, Tensor | None]:
+    """(new input, new residual): forward_native with a residual."""
+    return _rms_norm_forward_native(input, weight, epsilon, residual)
+
+
 # ---- vLLM: rotary_embedding -------------------------------------------------------------
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, head_size: int, is_neox: bool) -> Tensor:
-    """forward_native on one tensor: x [num_tokens, ...] with heads of head_size values."""
+    """forward_native on one tensor: x [num_tokens, ...] with heads of head_size values.
+
+    In x's dtype, each product and sum rounded to it, cos and sin cast to it first: vLLM's
+    ApplyRotaryEmb.forward_static as RotaryEmbedding.forward_static calls it (no float32
+    compute).
+    """
     num_tokens = cos.shape[0]
     if num_tokens == 0:
         return x.clone()

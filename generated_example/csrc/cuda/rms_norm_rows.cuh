@@ -1,7 +1,8 @@
 // Row kernels shared by rms_norm.cu and fused_add_rms_norm.cu (user-owned).
 // One block per row (grid-stride over rows); the sum of squares in float32 by
 // a block reduction, then y = T(T(x * s) * w) with s = 1 / sqrt(ss / n + eps),
-// the arithmetic of the CPU kernels (csrc/cpu/rms_norm_rows.h). 16-byte packs
+// the arithmetic of the CPU kernels (csrc/cpu/rms_norm_rows.h); with a
+// residual, x is the unrounded float32 sum (vLLM's RMSNorm.forward_native). 16-byte packs
 // of T when the row length and the pointers allow them.
 #pragma once
 
@@ -22,10 +23,16 @@ __device__ __forceinline__ float inv_rms(float ss, int64_t n, float eps) {
   return div_rn(1.f, __fsqrt_rn(add_rn(div_rn(ss, static_cast<float>(n)), eps)));
 }
 
+// T(T(z * s) * w) for a float32 value z.
+template <typename T>
+__device__ __forceinline__ T scale_sum(float z, T w, float s) {
+  using cuutil::mul_rn;
+  return cuutil::from_f32<T>(mul_rn(cuutil::round_to<T>(mul_rn(z, s)), cuutil::to_f32(w)));
+}
+
 template <typename T>
 __device__ __forceinline__ T scale(T x, T w, float s) {
-  using cuutil::mul_rn;
-  return cuutil::from_f32<T>(mul_rn(cuutil::round_to<T>(mul_rn(cuutil::to_f32(x), s)), cuutil::to_f32(w)));
+  return scale_sum(cuutil::to_f32(x), w, s);
 }
 
 // out = rms_norm(x) * w (out may be x itself).
@@ -70,7 +77,8 @@ __global__ void rms_norm_kernel(T* out, const T* x, const T* __restrict__ w, int
   }
 }
 
-// residual = T(x + residual); x = rms_norm(residual) * w.
+// z = x + residual in float32; residual = T(z); x = T(T(z * s) * w) with s from
+// the sum of squares of the unrounded z (vLLM's RMSNorm.forward_native).
 template <typename T, bool kVec>
 __global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows,
                                           int64_t n, float eps) {
@@ -81,38 +89,45 @@ __global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict
     T* xr = x + row * n;
     T* rr = residual + row * n;
     float ss = 0.f;
-    // Each thread reads back in the second loop exactly the elements it wrote in the first.
     if constexpr (kVec) {
       for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
         const P a = reinterpret_cast<const P*>(xr)[i];
-        P r = reinterpret_cast<const P*>(rr)[i];
+        const P r = reinterpret_cast<const P*>(rr)[i];
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-          const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(a.v[k]), cuutil::to_f32(r.v[k])));
-          r.v[k] = cuutil::from_f32<T>(z);
+          const float z = cuutil::add_rn(cuutil::to_f32(a.v[k]), cuutil::to_f32(r.v[k]));
           ss += z * z;
         }
-        reinterpret_cast<P*>(rr)[i] = r;
       }
     } else {
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(xr[i]), cuutil::to_f32(rr[i])));
-        rr[i] = cuutil::from_f32<T>(z);
+        const float z = cuutil::add_rn(cuutil::to_f32(xr[i]), cuutil::to_f32(rr[i]));
         ss += z * z;
       }
     }
     const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
+    // Each element is read and written by the same thread.
     if constexpr (kVec) {
       for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
-        const P r = reinterpret_cast<const P*>(rr)[i];
+        const P a = reinterpret_cast<const P*>(xr)[i];
+        P r = reinterpret_cast<const P*>(rr)[i];
         const P q = reinterpret_cast<const P*>(w)[i];
         P o;
 #pragma unroll
-        for (int k = 0; k < W; ++k) o.v[k] = scale(r.v[k], q.v[k], s);
+        for (int k = 0; k < W; ++k) {
+          const float z = cuutil::add_rn(cuutil::to_f32(a.v[k]), cuutil::to_f32(r.v[k]));
+          r.v[k] = cuutil::from_f32<T>(z);
+          o.v[k] = scale_sum(z, q.v[k], s);
+        }
+        reinterpret_cast<P*>(rr)[i] = r;
         reinterpret_cast<P*>(xr)[i] = o;
       }
     } else {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] = scale(rr[i], w[i], s);
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float z = cuutil::add_rn(cuutil::to_f32(xr[i]), cuutil::to_f32(rr[i]));
+        rr[i] = cuutil::from_f32<T>(z);
+        xr[i] = scale_sum(z, w[i], s);
+      }
     }
   }
 }
