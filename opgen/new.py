@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,8 @@ def new_op(
 def _unwritten(diagnostic: Diagnostic, root: Path, sources: dict[str, str]) -> Diagnostic:
     """A diagnostic about a file `opgen new` composed but, failing, did not write: it names no
     file the user could open, only the line as it would have been written."""
-    if diagnostic.path is None:
-        return diagnostic
+    if diagnostic.path is None or os.path.lexists(diagnostic.path):
+        return diagnostic  # a file on disk (a symlink in the way, a project file)
     for relative, text in sources.items():
         if diagnostic.path == root / relative:
             lines = text.splitlines()

@@ -106,6 +106,8 @@ _SAMPLE_VALUES = {
     "str": '"a"',
     "Scalar": "1.0",
     "ScalarType": '"float32"',
+    "Layout": '"strided"',
+    "MemoryFormat": '"contiguous_format"',
     "Device": '"cpu"',
     "int[]": "[1, 2]",
     "SymInt[]": "[1, 2]",

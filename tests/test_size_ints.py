@@ -174,8 +174,10 @@ def test_an_int_that_sets_only_a_number_return_is_no_size():
             '["x.new_empty(x.shape)", "x.numel() / 2"]',
             ["return half is a float"],
         ),
+        ("(Tensor, int[])", '["x.new_empty(x.shape)", "list(x.shape)"]', ["return 1 is an int[]"]),
         # symbolic in the schema, or not from a size, or a comparison (a guard, no specialization)
         ("(Tensor, SymInt)", '["x.new_empty(x.shape)", "x.shape[0]"]', []),
+        ("(Tensor, SymInt[])", '["x.new_empty(x.shape)", "list(x.shape)"]', []),
         ("(Tensor, int)", '["x.new_empty(x.shape)", "x.dim()"]', []),
         ("(Tensor, bool)", '["x.new_empty(x.shape)", "x.numel() > 0"]', []),
     ],

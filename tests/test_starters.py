@@ -38,6 +38,8 @@ SCHEMA_CLASSES = [
     "(Tensor[](a!) xs, Tensor y) -> ()",
     "(Tensor x) -> (Tensor, int)",
     "(Tensor x) -> Tensor?",
+    "(Tensor x) -> int[]",
+    "(Tensor x, Layout layout, MemoryFormat memory_format=contiguous_format) -> Tensor",
 ]
 
 

@@ -209,6 +209,10 @@ def _header_includes(op: OpSpec) -> list[str]:
         ]
         if "Device" in types:
             torch.append("<torch/csrc/stable/device.h>")
+        if "Layout" in types:
+            torch.append("<torch/headeronly/core/Layout.h>")
+        if "MemoryFormat" in types:
+            torch.append("<torch/headeronly/core/MemoryFormat.h>")
     else:
         torch = ["<ATen/core/Tensor.h>"]
         if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families):
@@ -217,6 +221,10 @@ def _header_includes(op: OpSpec) -> list[str]:
             torch.append("<c10/core/Scalar.h>")
         if "Device" in types:
             torch.append("<c10/core/Device.h>")
+        if "Layout" in types:
+            torch.append("<c10/core/Layout.h>")
+        if "MemoryFormat" in types:
+            torch.append("<c10/core/MemoryFormat.h>")
         if "SymInt" in types:
             torch.append("<c10/core/SymInt.h>")
     return torch + sorted(std)

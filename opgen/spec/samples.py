@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import DiagnosticSink
 from .dialect.types import TypeKind
+from .dialect.values import ENUMS
 from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
@@ -60,6 +61,10 @@ _SCALAR_CHECKS = {
     "str": (lambda v: isinstance(v, str), 'a quoted string, e.g. "mean"'),
     "ScalarType": (lambda v: v in DTYPES, f"a dtype name: {', '.join(DTYPES)}"),
     "Device": (lambda v: v in ("cpu", "cuda"), '"cpu" or "cuda"'),
+    **{
+        kind: (lambda v, names=names: v in names, "one of " + ", ".join(f'"{n}"' for n in names))
+        for kind, names in ENUMS.items()
+    },
 }
 
 

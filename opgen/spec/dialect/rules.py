@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .types import Param, ParsedSchema, TypeKind
-from .values import INT64_MAX, INT64_MIN
+from .values import ENUMS, INT64_MAX, INT64_MIN
 
 __all__ = ["Problem", "schema_problems", "MAX_ARGUMENTS"]
 
@@ -188,6 +188,14 @@ _VALUE_CHECKS: dict[str, tuple[Callable[[object], bool], tuple[str, str]]] = {
     "Scalar": (lambda v: isinstance(v, (int, float)), ("a number or True/False", "1")),
     "str": (lambda v: isinstance(v, str), ("a quoted string", "'mean'")),
     "ScalarType": (lambda v: isinstance(v, str), ("a dtype name", "float32")),
+    "Layout": (
+        lambda v: _is_int(v) and 0 <= v < len(ENUMS["Layout"]),
+        ("strided or a layout's code, 0 to 7", "strided"),
+    ),
+    "MemoryFormat": (
+        lambda v: _is_int(v) and 0 <= v < len(ENUMS["MemoryFormat"]),
+        ("contiguous_format or a memory format's code, 0 to 3", "contiguous_format"),
+    ),
     "Device": (
         lambda v: isinstance(v, str) and bool(_DEVICE.match(v)),
         ("a device torch knows", '"cpu" or "cuda:0"'),
