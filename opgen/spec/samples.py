@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import DiagnosticSink
@@ -52,6 +53,10 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _one_of(names: tuple[str, ...]) -> Callable[[Any], bool]:
+    return lambda value: value in names
+
+
 _SCALAR_CHECKS = {
     "int": (_is_int, "an integer, e.g. 2"),
     "SymInt": (_is_int, "an integer, e.g. 2"),
@@ -61,10 +66,7 @@ _SCALAR_CHECKS = {
     "str": (lambda v: isinstance(v, str), 'a quoted string, e.g. "mean"'),
     "ScalarType": (lambda v: v in DTYPES, f"a dtype name: {', '.join(DTYPES)}"),
     "Device": (lambda v: v in ("cpu", "cuda"), '"cpu" or "cuda"'),
-    **{
-        kind: (lambda v, names=names: v in names, "one of " + ", ".join(f'"{n}"' for n in names))
-        for kind, names in ENUMS.items()
-    },
+    **{kind: (_one_of(names), ", ".join(f'"{n}"' for n in names)) for kind, names in ENUMS.items()},
 }
 
 
