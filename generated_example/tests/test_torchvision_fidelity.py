@@ -116,6 +116,9 @@ def _nms_case(g: torch.Generator, family: str, index: int, device: str) -> Case:
         dets, scores = _boxes(g, n, "clustered"), _scores(g, n, tied=True)
         if index % 10 == 0:  # identical boxes, identical scores: which one is kept
             dets, scores = dets[:1].expand(n, 4).clone(), torch.full((n,), 0.5, dtype=torch.float64)
+        elif index % 10 == 5:  # the sort's edges: -0.0 and 0.0 tie, NaN above inf, -inf last
+            edges = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1.0])
+            scores = edges[torch.randint(0, len(edges), (n,), generator=g)].double()
     elif family == "integer":
         dets, scores = _boxes(g, n, "integer"), _scores(g, n, tied=index % 2 == 0)
     elif family == "degenerate":
