@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .changes import Action
-from .errors import Diagnostic
+from .errors import Diagnostic, OpgenError
 from .generate import GenerateResult, generate
 from .merge import PLACEHOLDER_MARK
 from .scaffold import compose_new_op
@@ -63,7 +64,12 @@ def new_op(
     OpgenError with every problem found.
     """
     plan = compose_new_op(cwd.resolve(), qualname, schema, backend, devices)
-    result = generate(plan.root, sources=plan.sources)
+    try:
+        result = generate(plan.root, sources=plan.sources)
+    except OpgenError as exc:
+        raise OpgenError(
+            [_unwritten(d, plan.root, plan.sources) for d in exc.diagnostics]
+        ) from None
     if plan.int_arguments:
         # The schema is the user's: say what SymInt would change, never rewrite it.
         names = ", ".join(plan.int_arguments)
@@ -79,3 +85,26 @@ def new_op(
             )
         )
     return NewResult(plan.root, plan.spec, plan.backend, result)
+
+
+def _unwritten(diagnostic: Diagnostic, root: Path, sources: dict[str, str]) -> Diagnostic:
+    """A diagnostic about a file `opgen new` composed but, failing, did not write: it names no
+    file the user could open, only the line as it would have been written."""
+    if diagnostic.path is None or os.path.lexists(diagnostic.path):
+        return diagnostic  # a file on disk (a symlink in the way, a project file)
+    for relative, text in sources.items():
+        if diagnostic.path == root / relative:
+            lines = text.splitlines()
+            line = diagnostic.line
+            where = relative
+            if line is not None and 0 < line <= len(lines):
+                where = f"{relative} line {line}, `{lines[line - 1].strip()}`"
+            return Diagnostic(
+                None,
+                None,
+                f"{diagnostic.message} (in {where}, as `opgen new` would have written it: "
+                "nothing was written)",
+                diagnostic.hint,
+                diagnostic.level,
+            )
+    return diagnostic

@@ -92,6 +92,17 @@ def _op_cpp_problems(op: OpSpec) -> list[Diagnostic]:
                     ),
                 )
             )
+    for index, ret in enumerate(op.returns):
+        if op.cpp_target == "stable" and ret.family == "bool[]":
+            problems.append(
+                Diagnostic(
+                    op.path,
+                    op.lines.get("schema"),
+                    f"return {index + 1}: the stable C++ target cannot return bool[] (the stable "
+                    "ABI converts lists through their data pointer, which std::vector<bool> has not)",
+                    'return int[] (0 and 1), or set cpp_target = "classic" (c10::List<bool>)',
+                )
+            )
     if op.pybind and op.cpp_target != "classic":
         problems.append(
             Diagnostic(

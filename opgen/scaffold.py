@@ -106,6 +106,8 @@ _SAMPLE_VALUES = {
     "str": '"a"',
     "Scalar": "1.0",
     "ScalarType": '"float32"',
+    "Layout": '"strided"',
+    "MemoryFormat": '"contiguous_format"',
     "Device": '"cpu"',
     "int[]": "[1, 2]",
     "SymInt[]": "[1, 2]",
@@ -198,11 +200,13 @@ def _custom_spec(
             f"  # placeholder: the starter kernels copy {plan.source_expr}; write what {qualname} must compute"
         )
     if plan is not None:
-        kind, rules = plan.fake()
-        fake = f"[fake]\n{kind} = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
+        fake = "[fake]\n"
+        if plan.returns:  # the outputs' rule; an op that only writes its arguments has none
+            kind, rules = plan.fake()
+            fake += f"{kind} = {_toml_strings(rules)}   # the output rule torch.compile uses: edit to match the kernel\n"
         if plan.mutated:
             checks = [f"{m}.numel() == {plan.source_expr}.numel()" for m in plan.mutated]
-            fake = f"[fake]\nchecks = [{', '.join(map(json.dumps, checks))}]\n"
+            fake += f"checks = [{', '.join(map(json.dumps, checks))}]\n"
     else:
         fake = _new_empty_fake(params, returns)
     return _CUSTOM_SPEC.format(

@@ -90,6 +90,17 @@ def test_stable_rejects_scalar_with_file_line_and_hint(tmp_path):
     )
 
 
+def test_stable_refuses_a_bool_list_return_with_file_line_and_hint(tmp_path):
+    spec = 'name = "mylib::foo"\nbackend = "cpp"\nschema = "(Tensor x) -> (Tensor, bool[])"\n'
+    project = _project(tmp_path, {}, spec)
+    problems = project_problems(tmp_path, list(project.ops), project.config.cpp_target)
+    text = "\n".join(d.format(tmp_path) for d in problems)
+    assert text == (
+        "ops/foo.toml:3: error: return 2: the stable C++ target cannot return bool[] (the stable ABI converts lists through their data pointer, which std::vector<bool> has not)\n"
+        '  hint: return int[] (0 and 1), or set cpp_target = "classic" (c10::List<bool>)'
+    )
+
+
 def test_mixed_targets_are_refused(tmp_path):
     text = _errors(tmp_path, {"cpp_target": "stable"}, ("foo", "(Tensor x) -> Tensor", ""), ("bar", "(Tensor x) -> Tensor", 'cpp_target = "classic"'))
     assert text == (

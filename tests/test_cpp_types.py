@@ -21,6 +21,10 @@ STABLE = {
     "bool": "bool",
     "str": "std::string",
     "ScalarType": "torch::headeronly::ScalarType",
+    "Layout": "torch::headeronly::Layout",
+    "MemoryFormat": "torch::headeronly::MemoryFormat",
+    "Layout?": "std::optional<torch::headeronly::Layout>",
+    "MemoryFormat?": "std::optional<torch::headeronly::MemoryFormat>",
     "Device": "torch::stable::Device",
     "int[]": "std::vector<int64_t>",
     "int[2]": "std::vector<int64_t>",
@@ -47,6 +51,10 @@ CLASSIC = {
     "str": "c10::string_view",
     "Scalar": "const at::Scalar&",
     "ScalarType": "at::ScalarType",
+    "Layout": "at::Layout",
+    "MemoryFormat": "at::MemoryFormat",
+    "Layout?": "std::optional<at::Layout>",
+    "MemoryFormat?": "std::optional<at::MemoryFormat>",
     "Device": "at::Device",
     "int[]": "at::IntArrayRef",
     "SymInt[]": "c10::SymIntArrayRef",
@@ -97,6 +105,10 @@ RETURNS = {
     "bool": ("bool", "bool"),
     "str": ("std::string", "std::string"),
     "str[]": ("std::vector<std::string>", "std::vector<std::string>"),
+    "int[]": ("std::vector<int64_t>", "std::vector<int64_t>"),
+    "SymInt[]": ("std::vector<int64_t>", "std::vector<c10::SymInt>"),
+    "float[]": ("std::vector<double>", "std::vector<double>"),
+    "bool[]": ("std::vector<bool>", "c10::List<bool>"),  # refused on stable: project_checks
     "ScalarType": ("torch::headeronly::ScalarType", "at::ScalarType"),
 }
 

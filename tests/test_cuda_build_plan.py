@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+import opgen.ninja as ninja_module
 import opgen.toolchain.cuda as cuda_module
 from opgen.build import run_build
 from opgen.errors import OpgenError
@@ -103,9 +105,37 @@ def test_archs_reach_nvcc_and_the_link_log(stable):
     assert "description = LINK $out$note" in text
 
 
-def test_cpu_torch_weakens_the_cuda_shim_functions_it_lacks(stable):
+@pytest.fixture
+def cpu_libtorch(tmp_path: Path) -> Path:
+    """A torch folder whose libtorch exports no CUDA function, as a CPU torch's: the installed
+    torch's headers, and a libtorch.so with one non-CUDA shim function (whatever torch runs)."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")
+    if compiler is None:
+        pytest.fail("no C compiler to build a stand-in libtorch.so")
+    (tmp_path / "include").symlink_to(TORCH / "include")
+    (tmp_path / "lib").mkdir()
+    source = tmp_path / "libtorch.c"
+    source.write_text("int aoti_torch_get_numel(void) { return 0; }\n")
+    subprocess.run(
+        [
+            compiler,
+            "-shared",
+            "-fPIC",
+            "-x",
+            "c",
+            str(source),
+            "-o",
+            str(tmp_path / "lib" / "libtorch.so"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    return tmp_path
+
+
+def test_cpu_torch_weakens_the_cuda_shim_functions_it_lacks(stable, cpu_libtorch):
     """Note [CUDA on a CPU torch]."""
-    text = plan_build(load_project(stable), CPU_TORCH).ninja_text
+    text = plan_build(load_project(stable), replace(CPU_TORCH, torch_dir=cpu_libtorch)).ninja_text
     assert (
         "command = $nvcc -MD -MF $out.d $nvcc_flags -c $in -o $out && $objcopy $weaken $out" in text
     )
@@ -232,6 +262,8 @@ def cuda_torch_without_nvcc(monkeypatch, tmp_path):
     for variable in ("CUDA_HOME", "CUDA_PATH", "CXX"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(cuda_module, "CONVENTIONAL_HOME", tmp_path / "no-cuda")
+    # torch's own guess (cpp_extension.CUDA_HOME: a real CUDA torch finds /usr/local/cuda)
+    monkeypatch.setattr(ninja_module, "_torch_cuda_home", lambda: None)
 
 
 def test_cuda_torch_without_nvcc_fails_the_build(cuda_torch_without_nvcc, stable):

@@ -38,7 +38,7 @@ def test_python_annotation(schema_type, expected):
 
 def test_unknown_type_has_no_annotation():
     with pytest.raises(ValueError, match="no Python annotation"):
-        py.annotation(SchemaType.base("Layout"))
+        py.annotation(SchemaType.base("Generator"))
 
 
 def test_signature_keeps_kwarg_only_and_defaults():

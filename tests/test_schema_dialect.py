@@ -212,6 +212,9 @@ EDGE_CASES = [
     ('(Tensor x, str s="a\\\\b") -> Tensor', "same", True),
     ('(Tensor x, str s="a\\tb\\n") -> Tensor', "same", True),
     ('(Tensor x, str s="\\101") -> Tensor', "same", True),
+    ('(Tensor x, str s="\\303\\251") -> Tensor', "same", True),  # UTF-8 bytes: é
+    ('(Tensor x, str s="\\342\\202\\254 \\0101") -> Tensor', "same", True),  # €, then \010 and 1
+    ('(Tensor x, str s="a\\000b") -> Tensor', "same", True),
     ('(Tensor x, str s="é") -> Tensor', "same", True),
     ('(Tensor x, str s="a=b") -> Tensor', "same", True),
     ('(Tensor x, str s="a, b") -> Tensor', "same", True),
@@ -219,6 +222,9 @@ EDGE_CASES = [
     ('(Tensor x, str s="#") -> Tensor', "same", True),
     ("(Tensor x, str s='it\\'s') -> Tensor", "same", True),
     ("(Tensor x, float f=1e-5) -> Tensor", "same", True),
+    ("(Tensor x, float f=2.2250738585072014e-308) -> Tensor", "same", True),
+    ("(Tensor x, float f=2.22507385850720138e-308) -> Tensor", "same", True),  # rounds to normal
+    ("(Tensor x, float f=0e-400) -> Tensor", "same", True),
     ("(Tensor x, float f=1e-05) -> Tensor", "same", True),
     ("(Tensor x, float f=-1.5) -> Tensor", "same", True),
     ("(Tensor x, float f=.5) -> Tensor", "same", True),
@@ -247,6 +253,18 @@ EDGE_CASES = [
     ('(Tensor x, str s="\\x41") -> Tensor', "string default", False),
     ('(Tensor x, str s="\\N{BULLET}") -> Tensor', "string default", False),
     ('(Tensor x, str s="\\u00e9") -> Tensor', "string default", False),
+    ('(Tensor x, str s="\\0") -> Tensor', "string default", False),
+    ('(Tensor x, str s="\\08") -> Tensor', "string default", False),
+    ('(Tensor x, str s="\\400") -> Tensor', "string default", False),
+    ("(Tensor x, float f=1e-320) -> Tensor", "the default 1e-320 is below the smallest", False),
+    ("(Tensor x, float f=-4.9e-324) -> Tensor", "the default 4.9e-324 is below the smallest", False),
+    ("(Tensor x, float f=1e-400) -> Tensor", "the default 1e-400 is below the smallest", False),
+    (
+        "(Tensor x, float f=2.2250738585072012e-308) -> Tensor",
+        "the default 2.2250738585072012e-308 is below the smallest",
+        False,
+    ),
+    ("(Tensor x, float[] f=[1.0, 1e-310]) -> Tensor", "the default 1e-310 is below", False),
     ("(Tensor x, float f=1e309) -> Tensor", "the default 1e309 is out of range", False),
     ("(Tensor x, float f=inf) -> Tensor", "'inf' is not a default torch can read", False),
     ("(Tensor x, float f=-inf) -> Tensor", "expected a number, found 'inf'", False),
@@ -276,6 +294,8 @@ EDGE_CASES = [
     ("(Tensor?(a!) x) -> ()", "expected an argument name", False),
     ("(Tensor!(a) x) -> ()", "expected an argument name", False),
     # torch reads these, then refuses them at define or call time, or misreads them
+    ('(Tensor x, str s="\\377") -> Tensor', "string default", True),  # not UTF-8: no Python value
+    ('(Tensor x, str s="\\303") -> Tensor', "string default", True),
     ("(Tensor x, int n=1.5) -> Tensor", "argument 'n': the default 1.5 is not an integer", True),
     ("(Tensor x, int n=1.0) -> Tensor", "argument 'n': the default 1.0 is not an integer", True),
     ("(Tensor x, bool b=1) -> Tensor", "argument 'b': the default 1 is not True or False", True),

@@ -1,7 +1,9 @@
 """Real schemas pasted verbatim into fresh projects: generated, built, imported, registered with
 their meaning, and their generated tests run.
 
-- a Python project: non-tensor and optional returns, an in-place op (Tag.inplace), an out= op
+- a Python project: non-tensor and optional returns (lists of ints, floats, bools, SymInts too),
+  Layout and MemoryFormat arguments with their defaults, a string default written with octal
+  escapes (UTF-8 bytes, as torch reads them), an in-place op (Tag.inplace), an out= op
   (Tag.out), a view, flash-attention's `_flash_attn_backward` as `infer_schema` writes it (writes
   dq/dk/dv and returns a tensor), an op called `RuntimeError` (its refusing backward must not call
   it), arguments called `grad`, `type`, `input`, `ctx`, `result`, `torch`, `_call`, `len`,
@@ -10,7 +12,9 @@ their meaning, and their generated tests run.
   with only a name and a schema;
 - C++ projects (stable and classic ABI): vLLM's `rotary_embedding` verbatim (`Tensor!`,
   `Tensor!?`), an in-place op, a mutating op that returns, arguments `EOF`, `NULL`, `x`, `x_c`,
-  `errno`, `int`, `std`, `at`, `c10`, `_kernel`, and a `(Tensor, int)` return.
+  `errno`, `int`, `std`, `at`, `c10`, `_kernel`, a `(Tensor, int)` return, list returns
+  (`bool[]` on the classic target only), Layout and MemoryFormat arguments and an octal-escaped
+  string default.
 """
 
 from __future__ import annotations
@@ -88,6 +92,57 @@ def _generated_tests(root: Path) -> tuple[set[str], str]:
     failed = set(re.findall(r"^FAILED (\S+)", run.stdout, re.M))
     assert "passed" in run.stdout, run.stdout + run.stderr
     return failed, run.stdout
+
+
+# Layout and MemoryFormat arguments, their defaults and None, a string default torch reads as
+# the UTF-8 bytes of "é" (the kernel sees "é"), and an int[] return.
+ENUMS_SPEC = """
+    name = "NS::enums"
+    schema = '(Tensor x, Layout layout=strided, MemoryFormat memory_format=contiguous_format, Layout? maybe=None, MemoryFormat? fmt=None, str tag="\\303\\251") -> int[]'
+    [fake]
+    expr = "ENUMS"
+    [test]
+    reference = "ENUMS"
+    [[test.samples]]
+    x = {shape = [2, 3]}
+    [[test.samples]]
+    x = {shape = [4]}
+    layout = "strided"
+    memory_format = "channels_last"
+    maybe = "sparse_coo"
+    fmt = "preserve_format"
+    tag = "a"
+"""
+ENUMS_EXPR = (
+    "[x.dim(), 7 if tag == 'é' else 0, int(layout == torch.strided), "
+    "int(memory_format == torch.channels_last), int(maybe == torch.sparse_coo), "
+    "int(fmt == torch.preserve_format)]"
+)
+LISTS_SPEC = """
+    name = "NS::lists"
+    schema = "(Tensor x) -> (float[], SymInt[]BOOLS)"
+    [fake]
+    expr = ["[1.5, -2.0]", "[x.shape[0]]"FAKE_BOOLS]
+    [test]
+    reference = "([1.5, -2.0], [x.shape[0]]REF_BOOLS)"
+    [[test.samples]]
+    x = {shape = [3]}
+"""
+
+
+def _enums_spec(namespace: str) -> str:
+    return ENUMS_SPEC.replace("NS", namespace).replace('"ENUMS"', repr(ENUMS_EXPR))
+
+
+def _lists_spec(namespace: str, bools: bool) -> str:
+    spec = LISTS_SPEC.replace("NS", namespace)
+    for key, value in (
+        ("FAKE_BOOLS", ', "[True, False]"'),
+        ("REF_BOOLS", ", [True, False]"),
+        ("BOOLS", ", bool[]"),
+    ):
+        spec = spec.replace(key, value if bools else "")
+    return spec
 
 
 PY_SPECS = {
@@ -294,6 +349,8 @@ PY_SPECS = {
         name = "dialect_py::bare"
         schema = "(Tensor x, Tensor x_c, *, Tensor? w=None) -> Tensor"
     """,
+    "enums": _enums_spec("dialect_py"),
+    "lists": _lists_spec("dialect_py", bools=True),
 }
 
 PY_KERNELS = {
@@ -320,6 +377,8 @@ PY_KERNELS = {
     "split": "return x * 2, [part.clone() for part in x.tensor_split(2)]",
     "grouped": "return x + (0 if group_shape is None else group_shape[0] * group_shape[1]) + padding_value",
     "twodev": "return x * 3",
+    "enums": f"return {ENUMS_EXPR}",
+    "lists": "return [1.5, -2.0], [x.shape[0]], [True, False]",
 }
 
 
@@ -536,6 +595,16 @@ CPP_KERNELS = {
         }
         return out;
     """,
+    "enums": """
+        const bool e_acute = std::string(tag) == "\\xc3\\xa9";
+        return {x.dim(), e_acute ? 7 : 0, layout == NS::Layout::Strided,
+                memory_format == NS::MemoryFormat::ChannelsLast,
+                maybe.has_value() && *maybe == NS::Layout::Sparse,
+                fmt.has_value() && *fmt == NS::MemoryFormat::Preserve};
+    """,
+    "lists": """
+        return {std::vector<double>{1.5, -2.0}, {x.size(0)}BOOLS};
+    """,
     "names": """
         // EOF, NULL, errno and int are C++ macros or keywords: their parameters end in _
         auto out = EMPTY_LIKE(EOF_c);
@@ -553,6 +622,8 @@ CPP_KERNELS = {
 @pytest.mark.parametrize("target", ["stable", "classic"])
 def test_cpp_ops_build_register_and_pass_their_generated_tests(tmp_path: Path, target: str) -> None:
     specs = dict(CPP_SPECS)
+    specs["enums"] = _enums_spec("dialect_cpp")
+    specs["lists"] = _lists_spec("dialect_cpp", bools=target == "classic")  # stable: no bool[]
     specs["rotary_embedding"] = specs["rotary_embedding"].replace(
         "(ROT(query), ROT(key))", f"({_rotated('query')}, {_rotated('key')})"
     )
@@ -560,9 +631,12 @@ def test_cpp_ops_build_register_and_pass_their_generated_tests(tmp_path: Path, t
     root = _project(tmp_path / target, "dialect_cpp", options, specs)
     tensor = "torch::stable::Tensor" if target == "stable" else "at::Tensor"
     empty_like = "torch::stable::empty_like" if target == "stable" else "at::empty_like"
+    enums = "torch::headeronly" if target == "stable" else "at"
+    bools = ", c10::List<bool>({true, false})" if target == "classic" else ""
     for name, body in CPP_KERNELS.items():
         path = root / "csrc" / "cpu" / f"{name}.cpp"
-        _implement(path, body.replace("TENSOR", tensor).replace("EMPTY_LIKE", empty_like))
+        body = body.replace("TENSOR", tensor).replace("EMPTY_LIKE", empty_like)
+        _implement(path, body.replace("NS::", f"{enums}::").replace("BOOLS", bools))
         if target == "classic":
             path.write_text(
                 path.read_text().replace(

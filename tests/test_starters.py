@@ -20,7 +20,27 @@ SCHEMAS = {
     "write": "(Tensor(a!) out, Tensor x) -> ()",
     "first": "(Tensor[] xs) -> Tensor",
     "split": "(Tensor x, Tensor? w, int k) -> Tensor[]",
+    "update": "(Tensor x, Tensor(a!) state) -> Tensor",  # writes an argument and returns
 }
+
+# Each class of schema `opgen new --schema` accepts: it generates, on both backends. Those
+# with a copy-through starter run in the end-to-end tests below (SCHEMAS).
+SCHEMA_CLASSES = [
+    "(Tensor x, Tensor(a!) state) -> Tensor",
+    "(Tensor x, Tensor(a!) s) -> (Tensor, Tensor)",
+    "(Tensor x, Tensor(a!) s) -> Tensor[]",
+    "(Tensor x, Tensor(a!) s, Tensor(b!) t) -> Tensor",
+    "(Tensor x, Tensor(a!)? s) -> Tensor",
+    "(Tensor x, Tensor(a!) s) -> int",
+    "(Tensor(a!) x) -> Tensor(a!)",
+    "(Tensor x, *, Tensor(a!) out) -> Tensor(a!)",
+    "(Tensor(a) x) -> Tensor(a)",
+    "(Tensor[](a!) xs, Tensor y) -> ()",
+    "(Tensor x) -> (Tensor, int)",
+    "(Tensor x) -> Tensor?",
+    "(Tensor x) -> int[]",
+    "(Tensor x, Layout layout, MemoryFormat memory_format=contiguous_format) -> Tensor",
+]
 
 
 @pytest.mark.parametrize(
@@ -65,6 +85,30 @@ def test_stubs_show_the_three_things_a_kernel_does(tmp_path: Path, target: str) 
     cuda = (tmp_path / "csrc/cuda/scale.cu").read_text()
     assert "i += stride" in cuda and "<<<blocks, threads, 0, stream>>>" in cuda and "scale_kernel_blocks(n, threads)" in cuda
     assert "getCurrentCUDAStream" in cuda if target == "classic" else "aoti_torch_get_current_cuda_stream" in cuda
+
+
+@pytest.mark.parametrize("backend", ["python", "cpp"])
+@pytest.mark.parametrize("schema", SCHEMA_CLASSES)
+def test_new_generates_every_schema_class(tmp_path: Path, schema: str, backend: str) -> None:
+    made = new_op(tmp_path, "mylib::op", schema, backend)
+    assert (tmp_path / made.spec).is_file() and made.kernels
+
+
+def test_an_op_that_writes_and_returns_gets_a_fake_rule_and_checks(tmp_path: Path) -> None:
+    new_op(tmp_path, "mylib::update", SCHEMAS["update"], "python")
+    spec = (tmp_path / "ops" / "update.toml").read_text()
+    assert 'like = "x"' in spec and 'checks = ["state.numel() == x.numel()"]' in spec
+
+
+def test_a_failed_new_names_no_file_it_did_not_write(tmp_path: Path) -> None:
+    """The stable ABI has no Scalar: the error quotes the spec line `opgen new` composed."""
+    run = subprocess.run(
+        [sys.executable, "-m", "opgen", "new", "mylib::op", "--backend", "cpp", "--schema", "(Tensor x, Scalar s) -> Tensor"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 1 and list(tmp_path.iterdir()) == []
+    assert run.stderr.startswith("error: argument 's': the stable C++ target cannot carry"), run.stderr
+    assert 'in ops/op.toml line 2, `schema = "(Tensor x, Scalar s) -> Tensor"`, as `opgen new` would have written it: nothing was written' in run.stderr
 
 
 def _project(root: Path, backend: str, target: str = "stable", devices: str = "cpu") -> Path:

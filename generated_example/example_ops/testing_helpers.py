@@ -7,7 +7,7 @@ stub into this file and keeps your bodies. It is imported by the generated tests
 and by `opgen bench`: keep it free of test-only imports.
 
 The references are vectorised PyTorch written from the semantics of the original
-operators (vLLM's `RotaryEmbedding.forward_native`, torchvision's C++ `nms` and
+operators (vLLM's `forward_native` methods, torchvision's C++ and CUDA `nms` and
 `roi_align` kernels), not from this project's kernels. The generators make the inputs
 those operators see in a model: real rotary caches, a detector's overlapping boxes,
 valid regions of interest.
@@ -20,11 +20,50 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# ---- vLLM: rms_norm, fused_add_rms_norm ---------------------------------------------------
+
+
+def _rms_norm_forward_native(
+    x: Tensor, weight: Tensor, epsilon: float, residual: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    """vLLM's RMSNorm.forward_native: (output, new residual or None).
+
+    In float32: x (plus the residual, unrounded), its mean square, the scaling; then cast
+    back to x's dtype and multiplied by weight in that dtype. The new residual is the float32
+    sum cast back.
+    """
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    if residual is not None:
+        x = x + residual.to(torch.float32)
+        residual = x.to(orig_dtype)
+    variance = x.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    return x.to(orig_dtype) * weight, residual
+
+
+def rms_norm_reference(result: Tensor, input: Tensor, weight: Tensor, epsilon: float) -> Tensor:
+    """The new `result`: forward_native of input."""
+    return _rms_norm_forward_native(input, weight, epsilon)[0]
+
+
+def fused_add_rms_norm_reference(
+    input: Tensor, residual: Tensor, weight: Tensor, epsilon: float
+) -> tuple[Tensor, Tensor | None]:
+    """(new input, new residual): forward_native with a residual."""
+    return _rms_norm_forward_native(input, weight, epsilon, residual)
+
+
 # ---- vLLM: rotary_embedding -------------------------------------------------------------
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, head_size: int, is_neox: bool) -> Tensor:
-    """forward_native on one tensor: x [num_tokens, ...] with heads of head_size values."""
+    """forward_native on one tensor: x [num_tokens, ...] with heads of head_size values.
+
+    In x's dtype, each product and sum rounded to it, cos and sin cast to it first: vLLM's
+    ApplyRotaryEmb.forward_static as RotaryEmbedding.forward_static calls it (no float32
+    compute).
+    """
     num_tokens = cos.shape[0]
     if num_tokens == 0:
         return x.clone()
@@ -125,22 +164,17 @@ def _cpp_min(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(b < a, b, a)
 
 
-def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """torchvision's nms: IoU matrix of the score-sorted boxes, then greedy suppression.
+def _cpu_suppression(boxes: Tensor, iou_threshold: float) -> Tensor:
+    """[N, N] bool: box i suppresses box j, as torchvision's CPU kernel decides.
 
-    The IoU is torchvision's expression in the boxes' dtype,
-    inter / (area_i + area_j - inter), compared with the threshold in float64 as
-    the C++ `ovr > iou_threshold` does. Ties in score keep at::sort's order (the
-    order torchvision uses).
+    The IoU is its expression in the boxes' dtype, inter / (area_i + area_j - inter), with
+    std::max / std::min operand order, compared with the threshold in float64 as the C++
+    `ovr > iou_threshold` does.
     """
-    if dets.numel() == 0:
-        return torch.empty(0, dtype=torch.long, device=dets.device)
-    order = scores.sort(0, descending=True).indices
-    boxes = dets[order]
     x1, y1, x2, y2 = boxes.unbind(1)
     areas = (x2 - x1) * (y2 - y1)
     if torch.isnan(boxes).any():  # std::max / std::min operand order decides what NaN gives
-        zero = torch.zeros((), dtype=dets.dtype, device=dets.device)
+        zero = torch.zeros((), dtype=boxes.dtype, device=boxes.device)
         w = _cpp_max(zero, _cpp_min(x2[:, None], x2[None, :]) - _cpp_max(x1[:, None], x1[None, :]))
         h = _cpp_max(zero, _cpp_min(y2[:, None], y2[None, :]) - _cpp_max(y1[:, None], y1[None, :]))
     else:  # the same values, faster
@@ -152,8 +186,53 @@ def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
         ).clamp_(min=0)
     inter = w * h
     iou = inter / (areas[:, None] + areas[None, :] - inter)
+    return iou.double() > iou_threshold
+
+
+def _cuda_suppression(boxes: Tensor, iou_threshold: float) -> Tensor:
+    """[N, N] bool: box i suppresses box j, as torchvision's CUDA kernel (devIoU) decides.
+
+    max / min ignore NaN (fmax / fmin); float16 boxes are measured in float32 with the
+    widths, heights and y extents rounded to float16 (c10::Half arithmetic); the IoU is
+    compared with the threshold rounded to float32.
+    """
+    measure = torch.float32 if boxes.dtype == torch.float16 else boxes.dtype
+
+    def in_box_type(v: Tensor) -> Tensor:
+        return v.to(boxes.dtype).to(measure)
+
+    x1, y1, x2, y2 = boxes.to(measure).unbind(1)
+    areas = (x2 - x1) * in_box_type(y2 - y1)
+    zero = torch.zeros((), dtype=measure, device=boxes.device)
+    w = torch.fmax(
+        in_box_type(torch.fmin(x2[:, None], x2[None, :]) - torch.fmax(x1[:, None], x1[None, :])),
+        zero,
+    )
+    h = torch.fmax(
+        in_box_type(torch.fmin(y2[:, None], y2[None, :]) - torch.fmax(y1[:, None], y1[None, :])),
+        zero,
+    )
+    inter = w * h
+    iou = inter / (areas[:, None] + areas[None, :] - inter)
+    threshold = torch.tensor(iou_threshold, dtype=torch.float32).to(measure).item()
+    return iou > threshold
+
+
+def nms_reference(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+    """torchvision's nms: IoU matrix of the score-sorted boxes, then greedy suppression.
+
+    Boxes are taken in a stable descending sort of the scores (equal scores in index order,
+    as torchvision sorts them). Whether a box suppresses another is decided as torchvision's
+    kernel for the boxes' device decides it: its CPU and CUDA kernels differ (see
+    _cpu_suppression and _cuda_suppression).
+    """
+    if dets.numel() == 0:
+        return torch.empty(0, dtype=torch.long, device=dets.device)
+    order = scores.sort(dim=0, descending=True, stable=True).indices
+    boxes = dets[order]
+    decide = _cuda_suppression if dets.is_cuda else _cpu_suppression
     # row i suppresses the later boxes j > i that overlap it
-    suppresses = (iou.double() > iou_threshold).triu_(1)
+    suppresses = decide(boxes, iou_threshold).triu_(1)
     keep = torch.ones(len(order), dtype=torch.bool, device=dets.device)
     i = 0
     while i < len(order):  # one step per kept box, not per box

@@ -29,10 +29,13 @@ from example_ops._testing_transforms import (
 OP = torch.ops.example._roi_align_backward.default
 SPEC = "ops/_roi_align_backward.toml"
 DEVICES = device_params(["cpu", "cuda"])
-DTYPES = [torch.float32, torch.float64]
+DTYPES = [torch.float32, torch.float64, torch.float16]
 MUTATED = ()
-ATOL = 1e-05  # Note [Test tolerances] in _testing.py: not applied to float64
-RTOL = 1e-05
+ATOL = {
+    "float32": 1e-05,
+    "float16": 0.01,
+}  # Note [Test tolerances] in _testing.py: not applied to float64
+RTOL = {"float32": 1e-05, "float16": 0.01}
 DIFFERENTIABLE = ("grad",)
 SIZES = (
     "batch_size",

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops import testing_helpers as helpers
 from example_ops._generated.fused_add_rms_norm import fused_add_rms_norm as WRAPPER
 from example_ops._testing import (
     TensorSpec,
@@ -63,15 +64,7 @@ SAMPLES = [
 ]
 
 
-def reference(input, residual, weight, epsilon):
-    return (
-        (
-            (input + residual).float()
-            * torch.rsqrt((input + residual).float().pow(2).mean(-1, keepdim=True) + epsilon)
-        ).to(input.dtype)
-        * weight,
-        input + residual,
-    )
+reference = helpers.fused_add_rms_norm_reference
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import example_ops  # noqa: F401  (registers the operators)
+from example_ops import testing_helpers as helpers
 from example_ops._generated.rms_norm import rms_norm as WRAPPER
 from example_ops._testing import (
     TensorSpec,
@@ -63,10 +64,7 @@ SAMPLES = [
 ]
 
 
-def reference(result, input, weight, epsilon):
-    return (input.float() * torch.rsqrt(input.float().pow(2).mean(-1, keepdim=True) + epsilon)).to(
-        input.dtype
-    ) * weight
+reference = helpers.rms_norm_reference
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -63,6 +63,8 @@ STABLE_TYPES: dict[str, str] = {
     "bool": "bool",
     "str": "std::string",
     "ScalarType": "torch::headeronly::ScalarType",
+    "Layout": "torch::headeronly::Layout",
+    "MemoryFormat": "torch::headeronly::MemoryFormat",
     "Device": "torch::stable::Device",
     "int[]": "std::vector<int64_t>",
     "SymInt[]": "std::vector<int64_t>",
@@ -83,6 +85,8 @@ CLASSIC_TYPES: dict[str, str] = {
     "str": "c10::string_view",
     "Scalar": "const at::Scalar&",
     "ScalarType": "at::ScalarType",
+    "Layout": "at::Layout",
+    "MemoryFormat": "at::MemoryFormat",
     "Device": "at::Device",
     "int[]": "at::IntArrayRef",
     "SymInt[]": "c10::SymIntArrayRef",
@@ -111,6 +115,10 @@ _STABLE_RETURNS = {
     "bool": "bool",
     "str": "std::string",
     "str[]": "std::vector<std::string>",
+    "int[]": "std::vector<int64_t>",
+    "SymInt[]": "std::vector<int64_t>",
+    "float[]": "std::vector<double>",
+    "bool[]": "std::vector<bool>",  # refused on the stable target (project_checks.py)
     "ScalarType": "torch::headeronly::ScalarType",
 }
 _CLASSIC_RETURNS = {
@@ -119,6 +127,8 @@ _CLASSIC_RETURNS = {
     "Tensor?": f"std::optional<{_CLASSIC_TENSOR}>",
     "Tensor[]": f"std::vector<{_CLASSIC_TENSOR}>",
     "SymInt": "c10::SymInt",
+    "SymInt[]": "std::vector<c10::SymInt>",
+    "bool[]": "c10::List<bool>",  # the dispatcher takes no std::vector<bool>
     "ScalarType": "at::ScalarType",
 }
 # members of tuple arguments (classic only: the stable ABI has no tuple arguments). torch's

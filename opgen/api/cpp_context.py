@@ -204,6 +204,10 @@ def _header_includes(op: OpSpec) -> list[str]:
         ]
         if "Device" in types:
             torch.append("<torch/csrc/stable/device.h>")
+        if "Layout" in types:
+            torch.append("<torch/headeronly/core/Layout.h>")
+        if "MemoryFormat" in types:
+            torch.append("<torch/headeronly/core/MemoryFormat.h>")
     else:
         torch = ["<ATen/core/Tensor.h>"]
         if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families):
@@ -212,6 +216,10 @@ def _header_includes(op: OpSpec) -> list[str]:
             torch.append("<c10/core/Scalar.h>")
         if "Device" in types:
             torch.append("<c10/core/Device.h>")
+        if "Layout" in types:
+            torch.append("<c10/core/Layout.h>")
+        if "MemoryFormat" in types:
+            torch.append("<c10/core/MemoryFormat.h>")
         if "SymInt" in types:
             torch.append("<c10/core/SymInt.h>")
     return torch + sorted(std)

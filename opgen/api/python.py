@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec.dialect.types import SchemaType, TypeKind
+from ..spec.dialect.values import ENUMS
 from ..spec.model import NONE_SAMPLE, Arg, OpSpec, Ret, TensorSample, param_list
 from .layout import wrapped
 from .literals import literal
@@ -34,6 +35,8 @@ _BASE_ANNOTATIONS = {
     "str": "str",
     "Scalar": "float | int | bool",
     "ScalarType": "torch.dtype",
+    "Layout": "torch.layout",
+    "MemoryFormat": "torch.memory_format",
     "Device": "torch.device | str",
 }
 # what Python receives from a registered op: a ScalarType comes back as its int code
@@ -47,6 +50,10 @@ _RETURN_ANNOTATIONS = {
     "bool": "bool",
     "str": "str",
     "str[]": "list[str]",
+    "int[]": "list[int]",
+    "SymInt[]": "list[int]",
+    "float[]": "list[float]",
+    "bool[]": "list[bool]",
     "ScalarType": "int",
 }
 
@@ -83,6 +90,8 @@ def return_annotation(rets: tuple[Ret, ...], kernel: bool = False) -> str:
 def _value_literal(value: object, element: str) -> str:
     if isinstance(value, str) and element == "ScalarType":
         return f"torch.{value}"
+    if isinstance(value, int) and element in ENUMS:  # a Layout or MemoryFormat code
+        return f"torch.{ENUMS[element][value]}"
     if isinstance(value, str) and element == "Device":
         return f"torch.device({literal(value)})"
     return literal(value)
@@ -200,7 +209,7 @@ def _nested_list(value: Any) -> Any:
 
 def sample_literal(value: object, kind: SchemaType | None = None) -> str:
     element = kind.element if kind is not None else ""
-    if element == "ScalarType" and isinstance(value, str):
+    if element in ("ScalarType", *ENUMS) and isinstance(value, str):
         return f"torch.{value}"
     if isinstance(value, TensorSample):
         fields = [literal(value.shape)]

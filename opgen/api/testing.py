@@ -104,6 +104,8 @@ _EXAMPLE_VALUES = {
     "str": '"a"',
     "Scalar": "1.0",
     "ScalarType": '"float32"',
+    "Layout": '"strided"',
+    "MemoryFormat": '"contiguous_format"',
     "Device": '"cpu"',
 }
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.dialect.values import ENUMS
 from ..spec.model import Arg, OpSpec
 
 __all__ = ["Impl", "Case", "CaseError", "size_points", "build_case", "DEFAULT_SIZES", "QUICK_SIZES"]
@@ -93,6 +94,10 @@ def _default_value(op: OpSpec, arg: Arg, size: dict[str, int]) -> Any:
             import torch
 
             return getattr(torch, value)
+        if arg.type.element in ENUMS and isinstance(value, int):  # a Layout or MemoryFormat code
+            import torch
+
+            return getattr(torch, ENUMS[arg.type.element][value])
         return list(value) if isinstance(value, tuple) else value
     for sample in op.test.samples[:1]:
         for name, value in sample.values:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import keyword
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import DiagnosticSink
 from .dialect.types import TypeKind
+from .dialect.values import ENUMS
 from .expr import ExprProblem, check_expression
 from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
@@ -63,6 +65,10 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _one_of(names: tuple[str, ...]) -> Callable[[Any], bool]:
+    return lambda value: value in names
+
+
 _SCALAR_CHECKS = {
     "int": (_is_int, "an integer, e.g. 2"),
     "SymInt": (_is_int, "an integer, e.g. 2"),
@@ -72,6 +78,7 @@ _SCALAR_CHECKS = {
     "str": (lambda v: isinstance(v, str), 'a quoted string, e.g. "mean"'),
     "ScalarType": (lambda v: v in DTYPES, f"a dtype name: {', '.join(DTYPES)}"),
     "Device": (lambda v: v in ("cpu", "cuda"), '"cpu" or "cuda"'),
+    **{kind: (_one_of(names), ", ".join(f'"{n}"' for n in names)) for kind, names in ENUMS.items()},
 }
 
 

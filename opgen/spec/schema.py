@@ -27,8 +27,8 @@ from .types import RETURN_FAMILIES, arg_type_supported, supported_arg_types
 __all__ = ["parse_schema"]
 
 _RETURN_HINT = (
-    "return Tensor, Tensor?, Tensor[], int, SymInt, float, bool, str, str[] or ScalarType, "
-    "or a tuple of them: (Tensor, Tensor, int)"
+    "return Tensor, Tensor?, Tensor[], int, SymInt, float, bool, str, ScalarType, a list "
+    "of int, SymInt, float, bool or str (int[], ...), or a tuple of them: (Tensor, Tensor, int)"
 )
 
 

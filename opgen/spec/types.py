@@ -13,7 +13,19 @@ __all__ = [
     "supported_arg_types",
 ]
 
-_BASE = ["Tensor", "int", "SymInt", "float", "bool", "str", "Scalar", "ScalarType", "Device"]
+_BASE = [
+    "Tensor",
+    "int",
+    "SymInt",
+    "float",
+    "bool",
+    "str",
+    "Scalar",
+    "ScalarType",
+    "Layout",
+    "MemoryFormat",
+    "Device",
+]
 _LISTS = ["Tensor[]", "Tensor?[]", "int[]", "SymInt[]", "float[]", "bool[]"]
 # argument types as `SchemaType.family` spells them (list sizes dropped)
 ARG_FAMILIES = frozenset(_BASE + _LISTS + [t + "?" for t in _BASE + _LISTS if t != "Tensor?[]"])
@@ -30,6 +42,10 @@ RETURN_FAMILIES = frozenset(
         "bool",
         "str",
         "str[]",
+        "int[]",
+        "SymInt[]",
+        "float[]",
+        "bool[]",
         "ScalarType",
     ]
 )
@@ -48,4 +64,4 @@ def arg_type_supported(kind: SchemaType) -> bool:
 
 def supported_arg_types() -> str:
     """The supported argument types, for hints."""
-    return "Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, Device, their lists ([]), optionals (?) and tuples of numbers such as (int, int)?"
+    return "Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, Layout, MemoryFormat, Device, their lists ([]: of Tensor, Tensor?, int, SymInt, float, bool), optionals (?) and tuples of numbers such as (int, int)?"

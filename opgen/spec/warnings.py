@@ -27,7 +27,7 @@ _SIZE_TYPES = (*SIZE_INT_TYPES, "SymInt", "SymInt?", "SymInt[]", "SymInt[]?")
 _TENSOR_RETURNS = ("Tensor", "Tensor?", "Tensor[]")
 # A number return computed from these makes torch.compile specialize on the size (a comparison,
 # `x.numel() > 0`, guards on the size without fixing it).
-_NUMBER_RETURNS = ("int", "float")
+_NUMBER_RETURNS = ("int", "float", "int[]", "float[]")
 _SIZE_READS = frozenset({"shape", "size", "numel", "nelement"})
 
 
@@ -57,7 +57,8 @@ def size_arguments(op: OpSpec) -> list[str]:
 
 
 def size_number_returns(op: OpSpec) -> list[tuple[str, str]]:
-    """(label, type) of each `int` or `float` return whose `[fake] expr` reads a tensor's size:
+    """(label, type) of each `int` or `float` return (or list of them) whose `[fake] expr` reads a
+    tensor's size:
     torch.compile specializes on such a return, and so compiles the op again for every size."""
     texts = op.fake.expr
     if len(texts) != len(op.returns):
@@ -117,8 +118,8 @@ def spec_warnings(op: OpSpec) -> list[Diagnostic]:
             )
     for label, family in size_number_returns(op):
         fix = (
-            "declare it SymInt in the schema; the kernel keeps returning a plain integer"
-            if family == "int"
+            f"declare it {_symint(family)} in the schema; the kernel keeps returning plain integers"
+            if family.startswith("int")
             else "the schema language has no SymFloat: return the size as SymInt, or the value "
             "as a tensor"
         )
@@ -126,7 +127,7 @@ def spec_warnings(op: OpSpec) -> list[Diagnostic]:
             Diagnostic(
                 op.path,
                 line,
-                f"{label} is {'an' if family == 'int' else 'a'} {family} computed from a size in "
+                f"{label} is {'an' if family.startswith('int') else 'a'} {family} computed from a size in "
                 "[fake] expr: torch.compile specializes on it and compiles the op again for every "
                 "new size, and torch.export cannot keep that size dynamic",
                 fix,

@@ -5,7 +5,8 @@
 // Threads own disjoint channel ranges (no atomics, no races), and every
 // thread visits rois, bins, samples and taps in torchvision's order, so each
 // element accumulates its contributions in the same order as torchvision's
-// serial CPU kernel: the result is deterministic and bit-identical to it.
+// serial CPU kernel: the result is deterministic and bit-identical to it
+// (float16 in c10::Half arithmetic, as torchvision's).
 // Layouts (Note [roi_align layouts]): in NCHW the AVX2 path computes
 // (g * w) / count for L channels at once and adds them one by one (they land
 // in L planes); in a channels-last block buffer a tap's channels are
@@ -95,7 +96,8 @@ void backward_nchw(const T* grad, const T* rois, T* gi, int64_t num_rois, int64_
         T* gb = gi + g.batch * channels * hw;
         int64_t c = c0;
 #if EXAMPLE_X86
-        if (simd) c = scatter_avx2(gk, gb, c0, c1, hw, taps, bins, samples, count);
+        if constexpr (roialign::kHasAvx2Path<T>)
+          if (simd) c = scatter_avx2(gk, gb, c0, c1, hw, taps, bins, samples, count);
 #endif
         scatter_scalar(gk, gb, c, c1, hw, taps, bins, samples, count);
       }
@@ -205,7 +207,6 @@ torch::stable::Tensor _roi_align_backward_cpu(const torch::stable::Tensor& grad,
                                               int64_t width, int64_t sampling_ratio, bool aligned) {
   kutil::check_cpu(grad, kOp, "grad");
   kutil::check_cpu(rois, kOp, "rois");
-  kutil::check_float_dtype(grad, kOp, "grad");
   kutil::check_same_dtype(grad, rois, kOp, "grad", "rois");
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
@@ -216,6 +217,7 @@ torch::stable::Tensor _roi_align_backward_cpu(const torch::stable::Tensor& grad,
                       grad.size(2) == pooled_height && grad.size(3) == pooled_width,
                   kOp, ": expected 'grad' of shape [", num_rois, ", ", channels, ", ", pooled_height,
                   ", ", pooled_width, "]");
+  if (grad.numel() > 0) roialign::check_roi_dtype(grad, kOp, "grad");  // as torchvision
   if (grad.numel() == 0 || batch_size * channels * height * width == 0)
     return torch::stable::new_zeros(grad, {batch_size, channels, height, width});
   roialign::check_plane_size(height, width, 8, kOp);
@@ -227,18 +229,22 @@ torch::stable::Tensor _roi_align_backward_cpu(const torch::stable::Tensor& grad,
     const T* rp = static_cast<const T*>(r.const_data_ptr());
     const int64_t samples = roialign::total_samples(rp, num_rois, static_cast<T>(spatial_scale), pooled_height,
                                                     pooled_width, sampling_ratio, aligned, batch_size, kOp);
-    if (roialign::use_channels_last(samples, pooled_height * pooled_width, batch_size, height, width)) {
-      Tensor gi = torch::stable::new_empty(grad, {batch_size, channels, height, width});  // fully written
-      backward_blocked(gp, rp, static_cast<T*>(gi.mutable_data_ptr()), num_rois, batch_size, channels, height,
-                       width, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
-      return gi;
+    if constexpr (roialign::kHasAvx2Path<T>) {
+      if (roialign::use_channels_last(samples, pooled_height * pooled_width, batch_size, height, width)) {
+        Tensor gi = torch::stable::new_empty(grad, {batch_size, channels, height, width});  // fully written
+        backward_blocked(gp, rp, static_cast<T*>(gi.mutable_data_ptr()), num_rois, batch_size, channels, height,
+                         width, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+        return gi;
+      }
     }
     Tensor gi = torch::stable::new_zeros(grad, {batch_size, channels, height, width});
     backward_nchw(gp, rp, static_cast<T*>(gi.mutable_data_ptr()), num_rois, batch_size, channels, height, width,
                   spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
     return gi;
   };
-  return g.scalar_type() == kutil::ScalarType::Float ? run(float{}) : run(double{});
+  Tensor result;
+  roialign::dispatch_roi_dtype(g.scalar_type(), [&](auto tag) { result = run(tag); });
+  return result;
 }
 
 }  // namespace example

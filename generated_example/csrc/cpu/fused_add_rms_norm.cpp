@@ -1,9 +1,10 @@
 // CPU kernel of example::fused_add_rms_norm (user-owned).
 //
-// One row at a time: residual = T(input + residual) written back while its sum
-// of squares accumulates (float32), then input = T(T(residual * s) * weight)
-// from the residual row, which is still in L1/L2. Rows are split across
-// threads. Arithmetic and roundings: rms_norm_rows.h.
+// One row at a time, as vLLM's RMSNorm.forward_native: the sum of squares of
+// the float32 sums z = input + residual (float32 accumulation), then, from the
+// rows still in L1/L2, residual = T(z) and input = T(T(z * s) * weight): the
+// unrounded sum is normalised. Rows are split across threads. Arithmetic and
+// roundings: rms_norm_rows.h.
 #include "../fused_add_rms_norm.h"
 #include "rms_norm_rows.h"
 
@@ -21,13 +22,13 @@ void fused_rows(T* x, T* res, const T* w, int64_t rows, int64_t n, double eps) {
       T* rr = res + r * n;
 #if EXAMPLE_X86
       if (simd) {
-        const float s = rmsnorm::inv_rms(rmsnorm::add_sumsq_avx2(xr, rr, n), n, eps);
-        rmsnorm::scale_row_avx2(rr, w, xr, n, s);
+        const float s = rmsnorm::inv_rms(rmsnorm::sumsq_of_sum_avx2(xr, rr, n), n, eps);
+        rmsnorm::add_scale_row_avx2(xr, rr, w, xr, n, s);
         continue;
       }
 #endif
-      const float s = rmsnorm::inv_rms(rmsnorm::add_sumsq_scalar(xr, rr, n), n, eps);
-      rmsnorm::scale_row_scalar(rr, w, xr, n, s);
+      const float s = rmsnorm::inv_rms(rmsnorm::sumsq_of_sum_scalar(xr, rr, n), n, eps);
+      rmsnorm::add_scale_row_scalar(xr, rr, w, xr, n, s);
     }
   });
 }

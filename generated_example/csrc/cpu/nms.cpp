@@ -1,8 +1,8 @@
 // CPU kernel of example::nms (user-owned), torchvision's semantics.
 //
-// Boxes are visited in the order of at::sort(scores, descending) (the order,
-// ties included, that torchvision uses), gathered once into structure-of-
-// arrays form. Each kept box then suppresses every later box whose IoU with it
+// Boxes are visited in the order of a stable descending sort of the scores
+// (torchvision's order: aten::sort.stable; equal scores keep their index
+// order), gathered once into structure-of-arrays form. Each kept box then suppresses every later box whose IoU with it
 // exceeds the threshold, 8 (float) or 4 (double) boxes per AVX2 step.
 //
 // The IoU is torchvision's expression in the boxes' dtype,
@@ -14,8 +14,10 @@
 #include "../nms.h"
 #include "kernel_utils.h"
 
-#include <array>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 namespace example {
@@ -25,16 +27,39 @@ using kutil::Tensor;
 
 constexpr const char* kOp = "example::nms";
 
-// Indices that sort `scores` in descending order: at::sort itself, so that
-// ties come out in exactly torchvision's order.
-Tensor sort_descending_indices(const Tensor& scores) {
-  std::array<StableIValue, 3> stack{torch::stable::detail::from(scores),
-                                    torch::stable::detail::from(int64_t(0)),
-                                    torch::stable::detail::from(true)};
-  STD_TORCH_CHECK(torch_call_dispatcher("aten::sort", "", stack.data(), TORCH_ABI_VERSION) == 0,
-                  kOp, ": sorting the scores failed");
-  (void)torch::stable::detail::to<Tensor>(stack[0]);  // values: released
-  return torch::stable::detail::to<Tensor>(stack[1]);
+// The order of aten::sort(scores, stable=True, descending=True), which
+// torchvision calls: scores from the largest, NaN first (torch sorts NaN above
+// +inf), equal scores (-0.0 equal to 0.0, every NaN equal) in index order. As
+// one integer sort of (order key, index) pairs: no dispatcher call, no tensors.
+template <typename T, typename U>
+U descending_key(T score) {
+  if (score != score) return 0;  // NaN: first
+  if (score == 0) score = 0;     // -0.0 sorts as 0.0
+  U bits;
+  std::memcpy(&bits, &score, sizeof bits);
+  constexpr U sign = U(1) << (8 * sizeof(U) - 1);
+  const U ascending = (bits & sign) ? ~bits : bits | sign;  // the floats' order as integers
+  return ~ascending;  // descending; +inf's key is still above NaN's 0
+}
+
+std::vector<int64_t> descending_order(const Tensor& scores, int64_t n) {
+  const Tensor s = kutil::contig(scores);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  if (s.scalar_type() == kutil::ScalarType::Float) {
+    const float* p = static_cast<const float*>(s.const_data_ptr());
+    std::vector<uint64_t> keyed(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      keyed[i] = (uint64_t(descending_key<float, uint32_t>(p[i])) << 32) | uint64_t(i);
+    std::sort(keyed.begin(), keyed.end());
+    for (int64_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(keyed[i] & 0xffffffffu);
+  } else {
+    const double* p = static_cast<const double*>(s.const_data_ptr());
+    std::vector<std::pair<uint64_t, int64_t>> keyed(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) keyed[i] = {descending_key<double, uint64_t>(p[i]), i};
+    std::sort(keyed.begin(), keyed.end());
+    for (int64_t i = 0; i < n; ++i) order[i] = keyed[i].second;
+  }
+  return order;
 }
 
 // The largest float t_lo <= t: for a float f, f > t (in double) <=> f > t_lo.
@@ -174,9 +199,10 @@ torch::stable::Tensor nms_cpu(const torch::stable::Tensor& dets, const torch::st
   kutil::check_same_dtype(dets, scores, kOp, "dets", "scores");
   const int64_t n = dets.size(0);
   if (n == 0) return torch::stable::new_empty(dets, {0}, kutil::ScalarType::Long);
-  const Tensor order_t = kutil::contig(sort_descending_indices(scores));
+  STD_TORCH_CHECK(n < (int64_t(1) << 32), kOp, ": at most 2^32 - 1 boxes, got ", n);
+  const std::vector<int64_t> order_v = descending_order(scores, n);
   const Tensor d = kutil::contig(dets);
-  const int64_t* order = static_cast<const int64_t*>(order_t.const_data_ptr());
+  const int64_t* order = order_v.data();
   const std::vector<int64_t> keep =
       d.scalar_type() == kutil::ScalarType::Float
           ? nms_sorted(static_cast<const float*>(d.const_data_ptr()), order, n, iou_threshold)

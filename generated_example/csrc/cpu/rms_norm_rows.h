@@ -1,10 +1,13 @@
 // Row kernels shared by rms_norm and fused_add_rms_norm (user-owned).
 //
-// vLLM's arithmetic, reproduced step by step in float32 for every dtype:
+// vLLM's arithmetic (RMSNorm.forward_native), reproduced step by step in
+// float32 for every dtype:
 //   s = 1 / sqrt(sum(x^2) / n + epsilon)        (float32 accumulation)
 //   y = T(T(x * s) * w)                          (T: the tensor dtype)
-// The two roundings to T are the reference's `.to(input.dtype)` and the
-// product with weight in T; for float32 they are no-ops.
+// The two roundings to T are forward_native's `.to(orig_dtype)` and the
+// product with weight in T; for float32 they are no-ops. With a residual, x is
+// the float32 sum input + residual, unrounded: forward_native normalises it
+// and stores only residual = T(x).
 #pragma once
 
 #include "kernel_utils.h"
@@ -34,16 +37,25 @@ inline float sumsq_scalar(const T* x, int64_t n) {
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-// residual = T(x + residual) in place; returns the sum of squares of the new residual.
+// The sum of squares of the float32 sums x + r (unrounded).
 template <typename T>
-inline float add_sumsq_scalar(const T* x, T* r, int64_t n) {
+inline float sumsq_of_sum_scalar(const T* x, const T* r, int64_t n) {
   float acc = 0.f;
   for (int64_t j = 0; j < n; ++j) {
-    const float z = round_to<T>(to_f32(x[j]) + to_f32(r[j]));
-    r[j] = from_f32<T>(z);
+    const float z = to_f32(x[j]) + to_f32(r[j]);
     acc += z * z;
   }
   return acc;
+}
+
+// z = x + r in float32; r = T(z) and y = T(T(z * s) * w) (y may be x).
+template <typename T>
+inline void add_scale_row_scalar(const T* x, T* r, const T* w, T* y, int64_t n, float s) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float z = to_f32(x[j]) + to_f32(r[j]);
+    r[j] = from_f32<T>(z);
+    y[j] = from_f32<T>(round_to<T>(z * s) * to_f32(w[j]));
+  }
 }
 
 template <typename T>
@@ -81,31 +93,43 @@ EXAMPLE_AVX2 float sumsq_avx2(const T* x, int64_t n) {
 }
 
 template <typename T>
-EXAMPLE_AVX2 float add_sumsq_avx2(const T* x, T* r, int64_t n) {
-  const T* tag = nullptr;
+EXAMPLE_AVX2 float sumsq_of_sum_avx2(const T* x, const T* r, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m256 z0 = kutil::round8(_mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j)), tag);
-    const __m256 z1 =
-        kutil::round8(_mm256_add_ps(kutil::load8(x + j + 8), kutil::load8(r + j + 8)), tag);
-    kutil::store8(r + j, z0);
-    kutil::store8(r + j + 8, z1);
+    const __m256 z0 = _mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j));
+    const __m256 z1 = _mm256_add_ps(kutil::load8(x + j + 8), kutil::load8(r + j + 8));
     a0 = _mm256_fmadd_ps(z0, z0, a0);
     a1 = _mm256_fmadd_ps(z1, z1, a1);
   }
   for (; j + 8 <= n; j += 8) {
-    const __m256 z = kutil::round8(_mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j)), tag);
-    kutil::store8(r + j, z);
+    const __m256 z = _mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j));
     a0 = _mm256_fmadd_ps(z, z, a0);
   }
   if (j < n) {
-    const __m256 z =
-        kutil::round8(_mm256_add_ps(kutil::load_n(x + j, n - j), kutil::load_n(r + j, n - j)), tag);
-    kutil::store_n(r + j, z, n - j);
+    const __m256 z = _mm256_add_ps(kutil::load_n(x + j, n - j), kutil::load_n(r + j, n - j));
     a1 = _mm256_fmadd_ps(z, z, a1);  // the zero-filled lanes add nothing
   }
   return kutil::hsum256_ps(_mm256_add_ps(a0, a1));
+}
+
+template <typename T>
+EXAMPLE_AVX2 void add_scale_row_avx2(const T* x, T* r, const T* w, T* y, int64_t n, float s) {
+  const T* tag = nullptr;
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 z = _mm256_add_ps(kutil::load8(x + j), kutil::load8(r + j));
+    kutil::store8(r + j, z);
+    const __m256 t = kutil::round8(_mm256_mul_ps(z, vs), tag);
+    kutil::store8(y + j, _mm256_mul_ps(t, kutil::load8(w + j)));
+  }
+  if (j < n) {
+    const __m256 z = _mm256_add_ps(kutil::load_n(x + j, n - j), kutil::load_n(r + j, n - j));
+    kutil::store_n(r + j, z, n - j);
+    const __m256 t = kutil::round8(_mm256_mul_ps(z, vs), tag);
+    kutil::store_n(y + j, _mm256_mul_ps(t, kutil::load_n(w + j, n - j)), n - j);
+  }
 }
 
 template <typename T>

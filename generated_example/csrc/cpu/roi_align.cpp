@@ -5,9 +5,10 @@
 // in torchvision's order,
 //   val += w1 v1 + w2 v2 + w3 v3 + w4 v4,  out = val / max(samples, 1),
 // lane by lane for L channels at once, so results match torchvision's CPU
-// kernel bit for bit (Note [No implicit FMA]). Two layouts (Note [roi_align
-// layouts]): NCHW, threads owning channel blocks and one gather per tap; or,
-// when the rois sample the map densely, a channels-last copy of the input,
+// kernel bit for bit (Note [No implicit FMA]); float16 in c10::Half
+// arithmetic, as torchvision's. Two layouts (Note [roi_align layouts]): NCHW,
+// threads owning channel blocks and one gather per tap; or, when float or
+// double rois sample the map densely, a channels-last copy of the input,
 // threads owning rois and contiguous vector loads.
 #include "../roi_align.h"
 #include "roi_align_common.h"
@@ -96,7 +97,8 @@ void roi_align_nchw(const T* input, const T* rois, T* out, int64_t num_rois, int
         T* o = out + (k * channels + c0) * bins;
         int64_t done = 0;
 #if EXAMPLE_X86
-        if (simd) done = roi_bins_avx2(planes, c1 - c0, hw, taps, bins, samples, count, o);
+        if constexpr (roialign::kHasAvx2Path<T>)
+          if (simd) done = roi_bins_avx2(planes, c1 - c0, hw, taps, bins, samples, count, o);
 #endif
         roi_bins_scalar(planes + done * hw, c1 - c0 - done, hw, taps, bins, samples, count, o + done * bins);
       }
@@ -219,17 +221,17 @@ torch::stable::Tensor roi_align_cpu(const torch::stable::Tensor& input, const to
                                     int64_t sampling_ratio, bool aligned) {
   kutil::check_cpu(input, kOp, "input");
   kutil::check_cpu(rois, kOp, "rois");
-  kutil::check_float_dtype(input, kOp, "input");
   kutil::check_same_dtype(input, rois, kOp, "input", "rois");
   STD_TORCH_CHECK(input.dim() == 4, kOp, ": expected 'input' of shape [N, C, H, W], got ", input.dim(), " dims");
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
-  STD_TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp, ": expected pooled sizes > 0, got ",
+  STD_TORCH_CHECK(pooled_height >= 0 && pooled_width >= 0, kOp, ": expected pooled sizes >= 0, got ",
                   pooled_height, " x ", pooled_width);
   const int64_t num_rois = rois.size(0), batch = input.size(0), channels = input.size(1);
   const int64_t height = input.size(2), width = input.size(3);
   Tensor out = torch::stable::new_empty(input, {num_rois, channels, pooled_height, pooled_width});
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return out;  // in any dtype, as torchvision
+  roialign::check_roi_dtype(input, kOp, "input");
   STD_TORCH_CHECK(height > 0 && width > 0, kOp, ": expected a non-empty feature map, got ", height, " x ", width);
   roialign::check_plane_size(height, width, 8, kOp);
   const Tensor r = kutil::contig(rois);
@@ -240,18 +242,17 @@ torch::stable::Tensor roi_align_cpu(const torch::stable::Tensor& input, const to
                                                     pooled_width, sampling_ratio, aligned, batch, kOp);
     T* op = static_cast<T*>(out.mutable_data_ptr());
     const Tensor x = kutil::contig(input);
-    if (roialign::use_channels_last(samples, pooled_height * pooled_width, batch, height, width)) {
-      roi_align_blocked(static_cast<const T*>(x.const_data_ptr()), rp, op, num_rois, batch, channels, height,
-                        width, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
-    } else {
-      roi_align_nchw(static_cast<const T*>(x.const_data_ptr()), rp, op, num_rois, batch, channels, height, width,
-                     spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+    if constexpr (roialign::kHasAvx2Path<T>) {
+      if (roialign::use_channels_last(samples, pooled_height * pooled_width, batch, height, width)) {
+        roi_align_blocked(static_cast<const T*>(x.const_data_ptr()), rp, op, num_rois, batch, channels, height,
+                          width, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+        return;
+      }
     }
+    roi_align_nchw(static_cast<const T*>(x.const_data_ptr()), rp, op, num_rois, batch, channels, height, width,
+                   spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
   };
-  if (input.scalar_type() == kutil::ScalarType::Float)
-    run(float{});
-  else
-    run(double{});
+  roialign::dispatch_roi_dtype(input.scalar_type(), run);
   return out;
 }
 

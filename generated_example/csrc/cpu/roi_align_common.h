@@ -1,6 +1,7 @@
 // Sampling geometry shared by roi_align and _roi_align_backward (user-owned).
 //
-// torchvision's arithmetic, operation for operation (Note [No implicit FMA]):
+// torchvision's arithmetic, operation for operation (Note [No implicit FMA]),
+// in the tensors' type: float16 as c10::Half, each operation rounded to float16:
 // per roi the box in feature coordinates, the bin sizes and the sampling grid
 // (sampling_ratio, or ceil(roi size / pooled size) when it is <= 0); per
 // sample its bilinear taps: four pixel offsets and four weights
@@ -13,10 +14,36 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace example {
 namespace roialign {
+
+// float16 runs the scalar loops in c10::Half arithmetic (torchvision's CPU
+// kernel for float16); float and double also have AVX2 paths.
+template <typename T>
+constexpr bool kHasAvx2Path = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// The dtypes torchvision's CPU roi_align kernels accept (not bfloat16).
+inline void check_roi_dtype(const kutil::Tensor& t, const char* op, const char* name) {
+  const kutil::ScalarType st = t.scalar_type();
+  STD_TORCH_CHECK(st == kutil::ScalarType::Float || st == kutil::ScalarType::Double ||
+                      st == kutil::ScalarType::Half,
+                  op, ": unsupported dtype ", kutil::dtype_name(st), " for '", name,
+                  "'; supported dtypes are float16, float32 and float64");
+}
+
+// Calls f(T{}) with T the C++ type of a float32 / float64 / float16 tensor.
+template <typename F>
+inline void dispatch_roi_dtype(kutil::ScalarType st, F&& f) {
+  if (st == kutil::ScalarType::Float)
+    f(float{});
+  else if (st == kutil::ScalarType::Double)
+    f(double{});
+  else
+    f(kutil::Half{});
+}
 
 template <typename T>
 struct Tap {
@@ -34,14 +61,17 @@ struct RoiGeometry {
 };
 
 // (int) ceil(v), with what C++ leaves undefined (NaN, out of int range) as 0
-// samples and a clear error for grids too large to sample.
+// samples and a clear error for grids too large to sample. A float16 v is
+// ceiled as a float, as torchvision's ceil(c10::Half) is.
 template <typename T>
-inline int64_t adaptive_grid(T v, const char* op) {
+inline int64_t adaptive_grid(T value, const char* op) {
+  using C = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+  const C v = static_cast<C>(value);
   if (!(v == v)) return 0;
-  const T c = std::ceil(v);
-  STD_TORCH_CHECK(c < T(1 << 20), op, ": a roi needs ", static_cast<double>(c),
+  const C c = std::ceil(v);
+  STD_TORCH_CHECK(c < C(1 << 20), op, ": a roi needs ", static_cast<double>(c),
                   " adaptive samples per bin along one axis; pass sampling_ratio > 0 or fix the roi");
-  return c < T(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
+  return c < C(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
 }
 
 template <typename T>

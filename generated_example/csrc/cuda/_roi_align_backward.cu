@@ -2,7 +2,8 @@
 // One thread per grad element (k, c, ph, pw), grid-stride: it adds
 // g * w_q / count to the four taps of each non-empty sample with atomicAdd
 // (as torchvision's CUDA kernel; the order of the additions, and so the last
-// bits of the sums, vary from run to run).
+// bits of the sums, vary from run to run). float16 in c10::Half arithmetic,
+// each atomic addition rounded to float16, as torchvision's.
 #include "../_roi_align_backward.h"
 #include "roi_align_common.cuh"
 
@@ -11,13 +12,15 @@ namespace {
 
 constexpr const char* kOp = "example::_roi_align_backward";
 
-template <typename T>
-__global__ void roi_align_backward_kernel(const T* __restrict__ grad, const T* __restrict__ rois,
-                                          T* __restrict__ grad_input, int64_t total, int64_t batch,
+template <typename S, typename T = typename roialign::Compute<S>::type>
+__global__ void roi_align_backward_kernel(const S* __restrict__ grad, const S* __restrict__ rois,
+                                          S* __restrict__ grad_input, int64_t total, int64_t batch,
                                           int64_t channels, int64_t height, int64_t width, T scale,
                                           int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                                           bool aligned) {
   using namespace cuutil;
+  using roialign::div_rn;
+  using roialign::mul_rn;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t pw = idx % pooled_width;
@@ -27,8 +30,8 @@ __global__ void roi_align_backward_kernel(const T* __restrict__ grad, const T* _
     const auto g = roialign::geometry(rois + 5 * k, scale, pooled_height, pooled_width, sampling_ratio, aligned, batch);
     if (g.grid_h <= 0 || g.grid_w <= 0) continue;
     const T count = static_cast<T>(g.grid_h * g.grid_w);
-    const T gb = grad[idx];
-    T* gi = grad_input + (g.batch * channels + c) * height * width;
+    const T gb = roialign::load(grad + idx);
+    S* gi = grad_input + (g.batch * channels + c) * height * width;
     for (int64_t iy = 0; iy < g.grid_h; ++iy) {
       const T y = roialign::sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
       for (int64_t ix = 0; ix < g.grid_w; ++ix) {
@@ -36,7 +39,7 @@ __global__ void roi_align_backward_kernel(const T* __restrict__ grad, const T* _
         int64_t pos[4];
         T w[4];
         if (!roialign::bilinear_tap(y, x, height, width, pos, w)) continue;
-        for (int q = 0; q < 4; ++q) atomicAdd(gi + pos[q], div_rn(mul_rn(gb, w[q]), count));
+        for (int q = 0; q < 4; ++q) roialign::atomic_add(gi + pos[q], div_rn(mul_rn(gb, w[q]), count));
       }
     }
   }
@@ -52,7 +55,6 @@ torch::stable::Tensor _roi_align_backward_cuda(const torch::stable::Tensor& grad
   cuutil::check_cuda(grad, kOp, "grad");
   cuutil::check_cuda(rois, kOp, "rois");
   cuutil::check_same_device(grad, rois, kOp, "grad", "rois");
-  cuutil::check_float_dtype(grad, kOp, "grad");
   cuutil::check_same_dtype(grad, rois, kOp, "grad", "rois");
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
@@ -64,6 +66,7 @@ torch::stable::Tensor _roi_align_backward_cuda(const torch::stable::Tensor& grad
                   kOp, ": expected 'grad' of shape [", num_rois, ", ", channels, ", ", pooled_height, ", ",
                   pooled_width, "]");
   const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
+  if (grad.numel() > 0) roialign::check_roi_dtype(grad, kOp, "grad");  // as torchvision
   torch::stable::Tensor grad_input = torch::stable::new_zeros(grad, {batch_size, channels, height, width});
   if (grad.numel() == 0 || grad_input.numel() == 0) return grad_input;
   const torch::stable::Tensor g = cuutil::contig(grad);
@@ -71,18 +74,14 @@ torch::stable::Tensor _roi_align_backward_cuda(const torch::stable::Tensor& grad
   const cudaStream_t stream = cuutil::current_stream(grad.get_device_index());
   const int64_t total = g.numel();
   constexpr int threads = 256;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    roi_align_backward_kernel<T><<<cuutil::grid_for(total, threads, int64_t(1) << 20), threads, 0, stream>>>(
-        static_cast<const T*>(g.const_data_ptr()), static_cast<const T*>(r.const_data_ptr()),
-        static_cast<T*>(grad_input.mutable_data_ptr()), total, batch_size, channels, height, width,
-        static_cast<T>(spatial_scale), pooled_height, pooled_width, sampling_ratio, aligned);
+  roialign::dispatch_roi_dtype(g.scalar_type(), [&](auto tag) {
+    using S = decltype(tag);
+    roi_align_backward_kernel<S><<<cuutil::grid_for(total, threads, int64_t(1) << 20), threads, 0, stream>>>(
+        static_cast<const S*>(g.const_data_ptr()), static_cast<const S*>(r.const_data_ptr()),
+        static_cast<S*>(grad_input.mutable_data_ptr()), total, batch_size, channels, height, width,
+        roialign::scale_of<S>(spatial_scale), pooled_height, pooled_width, sampling_ratio, aligned);
     STD_CUDA_KERNEL_LAUNCH_CHECK();
-  };
-  if (g.scalar_type() == cuutil::ScalarType::Float)
-    run(float{});
-  else
-    run(double{});
+  });
   return grad_input;
 }
 

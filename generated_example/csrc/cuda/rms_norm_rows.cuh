@@ -9,7 +9,8 @@
 // are read from memory once: each thread keeps its packs (t, t + blockDim.x, ...) in registers
 // from the load, through the reduction, to the store, and loads its weight packs once per block
 // (a thread covers the same columns in every row). Longer rows take the two-pass kernels, which
-// read the row again for the scaling.
+// read the row again for the scaling. With a residual, the norm is of the unrounded float32
+// sum z = x + residual (vLLM's RMSNorm.forward_native); residual gets T(z).
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -38,10 +39,16 @@ __device__ __forceinline__ float inv_rms(float ss, int64_t n, float eps) {
   return div_rn(1.f, __fsqrt_rn(add_rn(div_rn(ss, static_cast<float>(n)), eps)));
 }
 
+// T(T(z * s) * w) for a float32 value z.
+template <typename T>
+__device__ __forceinline__ T scale_sum(float z, T w, float s) {
+  using cuutil::mul_rn;
+  return cuutil::from_f32<T>(mul_rn(cuutil::round_to<T>(mul_rn(z, s)), cuutil::to_f32(w)));
+}
+
 template <typename T>
 __device__ __forceinline__ T scale(T x, T w, float s) {
-  using cuutil::mul_rn;
-  return cuutil::from_f32<T>(mul_rn(cuutil::round_to<T>(mul_rn(cuutil::to_f32(x), s)), cuutil::to_f32(w)));
+  return scale_sum(cuutil::to_f32(x), w, s);
 }
 
 template <typename T, int W>
@@ -55,17 +62,39 @@ __device__ __forceinline__ float sum_squares(const Pack<T, W>& p) {
   return ss;
 }
 
-// residual = T(x + residual), in place in r; returns the sum of squares of the new values.
+template <typename T>
+__device__ __forceinline__ float sum_f32(T x, T r) {
+  return cuutil::add_rn(cuutil::to_f32(x), cuutil::to_f32(r));
+}
+
+// The sum of squares of z = x + r, unrounded.
 template <typename T, int W>
-__device__ __forceinline__ float add_residual(const Pack<T, W>& x, Pack<T, W>& r) {
+__device__ __forceinline__ float sum_squares_of_sum(const Pack<T, W>& x, const Pack<T, W>& r) {
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < W; ++k) {
-    const float z = cuutil::round_to<T>(cuutil::add_rn(cuutil::to_f32(x.v[k]), cuutil::to_f32(r.v[k])));
-    r.v[k] = cuutil::from_f32<T>(z);
+    const float z = sum_f32(x.v[k], r.v[k]);
     ss += z * z;
   }
   return ss;
+}
+
+// The new residual T(x + r).
+template <typename T, int W>
+__device__ __forceinline__ Pack<T, W> rounded_sum(const Pack<T, W>& x, const Pack<T, W>& r) {
+  Pack<T, W> o;
+#pragma unroll
+  for (int k = 0; k < W; ++k) o.v[k] = cuutil::from_f32<T>(sum_f32(x.v[k], r.v[k]));
+  return o;
+}
+
+template <typename T, int W>
+__device__ __forceinline__ Pack<T, W> scale_sum_pack(const Pack<T, W>& x, const Pack<T, W>& r,
+                                                     const Pack<T, W>& w, float s) {
+  Pack<T, W> o;
+#pragma unroll
+  for (int k = 0; k < W; ++k) o.v[k] = scale_sum(sum_f32(x.v[k], r.v[k]), w.v[k], s);
+  return o;
 }
 
 template <typename T, int W>
@@ -115,7 +144,7 @@ rms_norm_cached_kernel(T* out, const T* x, const T* __restrict__ w, int64_t rows
   }
 }
 
-// residual = T(x + residual); x = rms_norm(residual) * w.
+// residual = T(x + residual); x = rms_norm(x + residual) * w.
 template <typename T, int W>
 __global__ void __launch_bounds__(kMaxCachedThreads)
 fused_add_rms_norm_cached_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows, int64_t n, float eps) {
@@ -146,15 +175,15 @@ fused_add_rms_norm_cached_kernel(T* x, T* residual, const T* __restrict__ w, int
     for (int j = 0; j < kP; ++j) {
       const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
       if (i < packs) {
-        ss += add_residual(xv[j], rv[j]);
-        rr[i] = rv[j];
+        ss += sum_squares_of_sum(xv[j], rv[j]);
+        rr[i] = rounded_sum(xv[j], rv[j]);
       }
     }
     const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
 #pragma unroll
     for (int j = 0; j < kP; ++j) {
       const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
-      if (i < packs) xr[i] = scale_pack(rv[j], wv[j], s);
+      if (i < packs) xr[i] = scale_sum_pack(xv[j], rv[j], wv[j], s);
     }
   }
 }
@@ -179,7 +208,7 @@ __global__ void rms_norm_kernel(T* out, const T* x, const T* __restrict__ w, int
   }
 }
 
-// residual = T(x + residual); x = rms_norm(residual) * w.
+// residual = T(x + residual); x = rms_norm(x + residual) * w.
 template <typename T, int W>
 __global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict__ w, int64_t rows,
                                           int64_t n, float eps) {
@@ -190,15 +219,14 @@ __global__ void fused_add_rms_norm_kernel(T* x, T* residual, const T* __restrict
     P* xr = reinterpret_cast<P*>(x + row * n);
     P* rr = reinterpret_cast<P*>(residual + row * n);
     float ss = 0.f;
-    // Each thread reads back in the second loop exactly the packs it wrote in the first.
-    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
-      P r = rr[i];
-      ss += add_residual(xr[i], r);
-      rr[i] = r;
-    }
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) ss += sum_squares_of_sum(xr[i], rr[i]);
     const float s = inv_rms(cuutil::block_sum(ss, shm), n, eps);
-    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x)
-      xr[i] = scale_pack(rr[i], reinterpret_cast<const P*>(w)[i], s);
+    // Each pack is read and written by the same thread.
+    for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
+      const P a = xr[i], r = rr[i];
+      rr[i] = rounded_sum(a, r);
+      xr[i] = scale_sum_pack(a, r, reinterpret_cast<const P*>(w)[i], s);
+    }
   }
 }
 

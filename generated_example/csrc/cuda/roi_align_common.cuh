@@ -1,7 +1,9 @@
 // Device twin of csrc/cpu/roi_align_common.h (user-owned): torchvision's roi
 // geometry and bilinear taps, with explicitly rounded arithmetic (Note
 // [Rounded device arithmetic]) so both devices sample the same points with
-// the same weights.
+// the same weights. float16 tensors compute as c10::Half does (torchvision's
+// kernels for float16): each operation in float, its result rounded to
+// float16 (Half16 below).
 //
 // The device cannot raise: a roi whose batch index is outside [0, N), or whose
 // adaptive grid is not finite or above 2^20 per axis, samples nothing (the
@@ -10,8 +12,49 @@
 
 #include "cuda_utils.cuh"
 
+#include <type_traits>
+
 namespace example {
 namespace roialign {
+
+// A float16 value held in a float; every operation on it rounds its result to
+// float16, as c10::Half arithmetic does. Implicit conversions from and to
+// float give the code below torchvision's mixed expressions (Half vs int,
+// double) unchanged.
+struct Half16 {
+  float v;
+  Half16() = default;
+  __host__ __device__ __forceinline__ Half16(float f) : v(__half2float(__float2half_rn(f))) {}
+  __host__ __device__ __forceinline__ explicit Half16(__half h) : v(__half2float(h)) {}
+  __host__ __device__ __forceinline__ operator float() const { return v; }
+};
+
+__device__ __forceinline__ Half16 mul_rn(Half16 a, Half16 b) { return Half16(__fmul_rn(a.v, b.v)); }
+__device__ __forceinline__ Half16 add_rn(Half16 a, Half16 b) { return Half16(__fadd_rn(a.v, b.v)); }
+__device__ __forceinline__ Half16 sub_rn(Half16 a, Half16 b) { return Half16(__fsub_rn(a.v, b.v)); }
+__device__ __forceinline__ Half16 div_rn(Half16 a, Half16 b) { return Half16(__fdiv_rn(a.v, b.v)); }
+
+// The type a kernel computes in for tensors of element type T.
+template <typename T>
+struct Compute {
+  using type = T;
+};
+template <>
+struct Compute<__half> {
+  using type = Half16;
+};
+
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ double load(const double* p) { return *p; }
+__device__ __forceinline__ Half16 load(const __half* p) { return Half16(*p); }
+
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(double* p, double v) { *p = v; }
+__device__ __forceinline__ void store(__half* p, Half16 v) { *p = __float2half_rn(v.v); }
+
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(__half* p, Half16 v) { atomicAdd(p, __float2half_rn(v.v)); }
 
 template <typename T>
 struct Geometry {
@@ -21,27 +64,29 @@ struct Geometry {
 };
 
 template <typename T>
-__device__ __forceinline__ int64_t adaptive_grid(T v) {
+__device__ __forceinline__ int64_t adaptive_grid(T value) {
+  using F = std::conditional_t<std::is_same_v<T, Half16>, float, T>;  // ceil(c10::Half) is a float ceil
+  const F v = value;
   if (!(v == v)) return 0;
-  const T c = ceil(v);
-  if (c >= T(1 << 20)) return 0;
-  return c < T(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
+  const F c = ceil(v);
+  if (c >= F(1 << 20)) return 0;
+  return c < F(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
 }
 
-template <typename T>
-__device__ __forceinline__ Geometry<T> geometry(const T* roi, T scale, int64_t pooled_height,
+template <typename T, typename S>
+__device__ __forceinline__ Geometry<T> geometry(const S* roi, T scale, int64_t pooled_height,
                                                 int64_t pooled_width, int64_t sampling_ratio, bool aligned,
                                                 int64_t batch_size) {
   using namespace cuutil;
   Geometry<T> g;
-  const T b = roi[0];
+  const T b = load(roi);
   const bool valid = b > T(-1) && b < static_cast<T>(batch_size);
   g.batch = valid ? static_cast<int64_t>(b) : 0;
   const T offset = aligned ? T(0.5) : T(0.0);
-  g.start_w = sub_rn(mul_rn(roi[1], scale), offset);
-  g.start_h = sub_rn(mul_rn(roi[2], scale), offset);
-  T roi_w = sub_rn(sub_rn(mul_rn(roi[3], scale), offset), g.start_w);
-  T roi_h = sub_rn(sub_rn(mul_rn(roi[4], scale), offset), g.start_h);
+  g.start_w = sub_rn(mul_rn(load(roi + 1), scale), offset);
+  g.start_h = sub_rn(mul_rn(load(roi + 2), scale), offset);
+  T roi_w = sub_rn(sub_rn(mul_rn(load(roi + 3), scale), offset), g.start_w);
+  T roi_h = sub_rn(sub_rn(mul_rn(load(roi + 4), scale), offset), g.start_h);
   if (!aligned) {  // std::max(size, 1)
     roi_w = roi_w < T(1) ? T(1) : roi_w;
     roi_h = roi_h < T(1) ? T(1) : roi_h;
@@ -100,6 +145,38 @@ __device__ __forceinline__ bool bilinear_tap(T y, T x, int64_t height, int64_t w
   pos[2] = y_high * width + x_low;
   pos[3] = y_high * width + x_high;
   return true;
+}
+
+// ---- host side -------------------------------------------------------------------
+
+// The dtypes torchvision's CUDA roi_align kernels accept (not bfloat16).
+inline void check_roi_dtype(const cuutil::Tensor& t, const char* op, const char* name) {
+  const cuutil::ScalarType st = t.scalar_type();
+  STD_TORCH_CHECK(st == cuutil::ScalarType::Float || st == cuutil::ScalarType::Double ||
+                      st == cuutil::ScalarType::Half,
+                  op, ": unsupported dtype ", cuutil::dtype_name(st), " for '", name,
+                  "'; supported dtypes are float16, float32 and float64");
+}
+
+// Calls f(S{}) with S the element type of a float32 / float64 / float16 tensor.
+template <typename F>
+inline void dispatch_roi_dtype(cuutil::ScalarType st, F&& f) {
+  if (st == cuutil::ScalarType::Float)
+    f(float{});
+  else if (st == cuutil::ScalarType::Double)
+    f(double{});
+  else
+    f(__half{});
+}
+
+// spatial_scale in the compute type (torchvision passes it as the kernel's `const T`).
+template <typename S>
+inline typename Compute<S>::type scale_of(double spatial_scale) {
+  return static_cast<typename Compute<S>::type>(static_cast<float>(spatial_scale));
+}
+template <>
+inline double scale_of<double>(double spatial_scale) {
+  return spatial_scale;
 }
 
 }  // namespace roialign

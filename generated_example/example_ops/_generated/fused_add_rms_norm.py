@@ -41,9 +41,9 @@ def _(input, residual, weight, epsilon):
 
 
 def fused_add_rms_norm(input: Tensor, residual: Tensor, weight: Tensor, epsilon: float) -> None:
-    """vLLM's fused residual add + RMS normalisation, in place: residual = input + residual
-    (rounded to the input dtype), then input = rms_norm(residual) * weight with the
-    mean and the scaling computed in float32."""
+    """vLLM's fused residual add + RMS normalisation, in place (RMSNorm.forward_native with a
+    residual): the sum input + residual in float32, normalised in float32 and cast back to
+    the input dtype, then multiplied by weight; residual = the sum cast back."""
     _op(input, residual, weight, epsilon)
     if not torch.compiler.is_compiling():
         # the kernel writes through a data pointer, which autograd cannot see

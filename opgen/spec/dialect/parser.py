@@ -26,6 +26,8 @@ from typing import NoReturn
 
 from .types import AliasSet, Default, DefaultValue, Param, ParsedSchema, SchemaType, TypeKind
 from .values import (
+    ENUM_DEFAULTS,
+    ENUMS,
     FLOAT_MAX,
     INT64_MAX,
     INT64_MIN,
@@ -33,6 +35,7 @@ from .values import (
     SCALAR_TYPE_NAMES,
     BadLiteral,
     read_string,
+    underflows,
 )
 
 __all__ = ["SchemaError", "parse", "TORCH_TYPES", "TORCH_KEYWORDS"]
@@ -340,8 +343,16 @@ class _Parser:
                 return token.text
             if element in ("int", "SymInt") and token.text in INT_ENUM_DEFAULTS:
                 return INT_ENUM_DEFAULTS[token.text]
+            if token.text in ENUM_DEFAULTS.get(element, {}):
+                return ENUM_DEFAULTS[element][token.text]
             hint = {
                 "ScalarType": "write a dtype name such as float32 or long",
+                **{
+                    kind: f"torch reads {' or '.join(ENUM_DEFAULTS[kind])} by name; write "
+                    f"another {kind} as its code: "
+                    + ", ".join(f"{code} for {name}" for code, name in enumerate(names))
+                    for kind, names in ENUMS.items()
+                },
                 "str": "quote the string: 'mean' or \"mean\"",
                 "float": "write a finite number such as 1.0 (torch reads no inf or nan default)",
             }.get(element, "write a number, a quoted string, True, False, None or a list [...]")
@@ -381,6 +392,14 @@ class _Parser:
                     f"the default {token.text} is out of range for a float",
                     token,
                     "write a finite value",
+                )
+            if underflows(token.text):
+                self.fail(
+                    f"the default {token.text} is below the smallest normal double "
+                    "(2.2250738585072014e-308), which torch's schema parser refuses "
+                    "(a C++ extension defining it aborts at import)",
+                    token,
+                    "write 0.0 or a value of at least 2.2250738585072014e-308",
                 )
             value = -value if negative else value
         else:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .types import Param, ParsedSchema, TypeKind
-from .values import INT64_MAX, INT64_MIN
+from .values import ENUMS, INT64_MAX, INT64_MIN
 
 __all__ = ["Problem", "schema_problems", "MAX_ARGUMENTS"]
 
@@ -179,6 +179,11 @@ def _is_int(value: object) -> bool:
     )
 
 
+def _is_code(kind: str) -> Callable[[object], bool]:
+    """Whether a value is the code of one of torch's `kind` values (Layout, MemoryFormat)."""
+    return lambda value: _is_int(value) and 0 <= value < len(ENUMS[kind])  # type: ignore[operator]
+
+
 # element type -> (check, (what it must be, an example))
 _VALUE_CHECKS: dict[str, tuple[Callable[[object], bool], tuple[str, str]]] = {
     "int": (_is_int, ("an integer", "1")),
@@ -188,6 +193,11 @@ _VALUE_CHECKS: dict[str, tuple[Callable[[object], bool], tuple[str, str]]] = {
     "Scalar": (lambda v: isinstance(v, (int, float)), ("a number or True/False", "1")),
     "str": (lambda v: isinstance(v, str), ("a quoted string", "'mean'")),
     "ScalarType": (lambda v: isinstance(v, str), ("a dtype name", "float32")),
+    "Layout": (_is_code("Layout"), ("strided or a layout's code, 0 to 7", "strided")),
+    "MemoryFormat": (
+        _is_code("MemoryFormat"),
+        ("contiguous_format or a memory format's code, 0 to 3", "contiguous_format"),
+    ),
     "Device": (
         lambda v: isinstance(v, str) and bool(_DEVICE.match(v)),
         ("a device torch knows", '"cpu" or "cuda:0"'),
