@@ -32,13 +32,22 @@ def project(tmp_path_factory) -> Path:
 def test_quick_bench_prints_table_and_writes_json(project):
     run = _bench(project, "--quick", "--json", "out.json")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "threads: " in run.stdout
+    assert "threads: " in run.stdout and run.stdout.startswith("host: ")
     assert "### foo (forward; GB/s from input+output bytes" in run.stdout
-    assert "| 64   |" in run.stdout and "vs native" in run.stdout  # --quick: the smallest size only
+    assert "| 64   |" in run.stdout and "best baseline" in run.stdout  # --quick: the smallest size only
     data = json.loads((project / "out.json").read_text())
-    assert data["meta"]["threads"] >= 1
-    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
+    assert data["meta"]["threads"] >= 1 and "load_average" in data["meta"] and "isa" in data["meta"]
+    # the compiled reference is on by default; its compile cache stays in the project
+    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "compiled", "native"}
+    assert any((project / ".opgen" / "cache" / "inductor-bench").iterdir())
     assert all(r["median"] > 0 and r["size"] == "64" for r in data["results"])
+
+
+def test_no_compile_leaves_the_compiled_reference_out(project):
+    run = _bench(project, "--quick", "--no-compile", "--json", "plain.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((project / "plain.json").read_text())
+    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
 
 
 def test_overhead_lists_every_registration(project):

@@ -1,7 +1,8 @@
-"""`opgen bench`: time the generated ops against their reference and PyTorch's native op."""
+"""`opgen bench`: time the generated ops against their baselines (reference, compiled, native, original)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -73,17 +74,26 @@ def bench(
             metavar="N",
         ),
     ] = None,
+    no_compile: Annotated[
+        bool,
+        typer.Option(
+            "--no-compile",
+            help="Leave out the torch.compile of each reference (it compiles first).",
+        ),
+    ] = False,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")
     ] = False,
 ) -> None:
-    """Benchmark the ops named (default: all) against their spec's reference and native PyTorch.
+    """Benchmark the ops named (default: all) against their baselines: the spec's reference,
+    torch.compile of it, PyTorch's native op and the original library's op.
 
     What each op is timed on is its spec's [bench] table (README, "Performance").
     """
+    from ..bench.host import host
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
-    from ..caches import confine_caches
+    from ..caches import CACHE_DIR, confine_caches
     from ..errors import OpgenError
     from ..project import load_project
 
@@ -121,8 +131,17 @@ def bench(
             raise typer.Exit(2)
     count = set_threads(threads)
     options = BenchOptions(
-        device, quick, min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME), count, not no_progress
+        device,
+        quick,
+        min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME),
+        count,
+        not no_progress,
+        compile=not (no_compile or overhead),
     )
+    # Inductor's compile cache goes where opgen test puts it: under the project's .opgen/cache/.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / CACHE_DIR / "inductor-bench"))
+    machine = host()
+    typer.echo(machine.line())
     typer.echo(
         f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}"
     )
@@ -136,7 +155,7 @@ def bench(
         err(f"skipped {note}")
     _write(
         run.results,
-        meta(options, "overhead" if overhead else "bench"),
+        {**meta(options, "overhead" if overhead else "bench"), **machine.as_dict()},
         json_file,
         plot_file,
         metric,
@@ -157,6 +176,11 @@ def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False
         typer.echo(overhead_table(results, stat))
         return
     typer.echo(f"every implementation allocates its outputs; {note}\n")
+    typer.echo(
+        "baselines: reference (the spec's), compiled (torch.compile of the reference), native "
+        "(PyTorch's op), original (the original library's op); vs best = time(fastest baseline) / "
+        "time(opgen)\n"
+    )
     groups: dict[tuple[str, str], list] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)
