@@ -7,27 +7,37 @@
 //     each task packs its MC x KC block of A into MR-row panels (zero-padded)
 //     in a per-thread buffer (L2) and, for every NR sliver of B (L1), runs the
 //     register-blocked micro-kernel over every MR panel of A;
-//   * micro-kernel: AVX2 FMA, MR x NR = 6 x 16 floats / 6 x 8 doubles (12 ymm
-//     accumulators, 2 B loads + 6 broadcasts + 12 FMA per k).
-// Scalar fallback: same packing/blocking, portable micro-kernel.
+//   * micro-kernels (Note [Run-time ISA dispatch] in kernel_utils.h picks one):
+//     AVX-512 float32: MR x NR = 14 x 32 (28 zmm accumulators, 2 B loads +
+//       14 broadcasts + 28 FMA per k);
+//     AVX2 FMA: 6 x 16 floats / 6 x 8 doubles (12 ymm accumulators, 2 B loads
+//       + 6 broadcasts + 12 FMA per k);
+//     scalar: the AVX2 blocking with a portable micro-kernel.
 #include "../matmul.h"
 #include "kernel_utils.h"
 
 #include <cstdlib>
 #include <memory>
+#include <type_traits>
 
 namespace example {
 namespace {
 
 using kutil::Tensor;
 
-constexpr int64_t kMR = 6;
+constexpr int64_t kMR = 6;  // AVX2 and scalar micro-tiles
 template <typename T> struct NRof;
 template <> struct NRof<float> { static constexpr int64_t value = 16; };
 template <> struct NRof<double> { static constexpr int64_t value = 8; };
+constexpr int64_t kMR512 = 14, kNR512 = 32;  // AVX-512 float32 micro-tile
 
-constexpr int64_t kKC = 256;     // depth of a packed block
-constexpr int64_t kMCmax = 144;  // rows of A per task (multiple of kMR)
+constexpr int64_t kKC = 256;       // depth of a packed block
+constexpr int64_t kMCrows = 144;   // rows of A per task, about (rounded to the micro-tile)
+
+// A micro-kernel: C[0:mr, 0:nr] (+)= Ap (kc x MR, packed) @ Bp (kc x NR, packed).
+template <typename T>
+using Ukernel = void (*)(int64_t kc, const T* Ap, const T* Bp, T* C, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate);
 
 // Per-thread scratch buffer that grows and is reused across calls (a fresh
 // multi-MB malloc per call costs page faults comparable to the compute).
@@ -80,10 +90,19 @@ void pack_b_sliver(const T* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
   }
 }
 
-// A rows [i0, i0+mr) x cols [k0, k0+kc) -> dst[k][kMR] (zero-padded past mr).
-template <typename T>
+// A rows [i0, i0+mr) x cols [k0, k0+kc) -> dst[k][MR] (zero-padded past mr).
+template <typename T, int64_t MR>
 void pack_a_panel(const T* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
                   int64_t kc, T* dst) {
+  if constexpr (MR != kMR) {
+    for (int64_t k = 0; k < kc; ++k) {
+      T* d = dst + k * MR;
+      int64_t r = 0;
+      for (; r < mr; ++r) d[r] = A[(i0 + r) * lda + k0 + k];
+      for (; r < MR; ++r) d[r] = T(0);
+    }
+    return;
+  }
   if (mr == kMR) {
     const T* a0 = A + (i0 + 0) * lda + k0;
     const T* a1 = A + (i0 + 1) * lda + k0;
@@ -137,6 +156,41 @@ void ukernel_scalar(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 void ukernel_avx512(int64_t kc, const float* __restrict Ap,
+                                   const float* __restrict Bp, float* C, int64_t ldc,
+                                   int64_t mr, int64_t nr, bool accumulate) {
+  constexpr int MR = int(kMR512);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(Bp);
+    const __m512 b1 = _mm512_load_ps(Bp + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(Ap[r]);
+      c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+    }
+    Ap += MR;
+    Bp += kNR512;
+  }
+  // Columns [0, 16) and [16, 32) of a partial tile are masked; rows past mr are not written.
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : kutil::tail_mask16(nr);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : kutil::tail_mask16(std::max<int64_t>(0, nr - 16));
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* c = C + r * ldc;
+    if (accumulate) {
+      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, c));
+      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, c0[r]);
+    _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
+  }
+}
+
 EXAMPLE_AVX2 void ukernel_avx2(int64_t kc, const float* __restrict Ap,
                                const float* __restrict Bp, float* C, int64_t ldc,
                                int64_t mr, int64_t nr, bool accumulate) {
@@ -363,11 +417,9 @@ void gemv_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
 }
 
 // ---- driver --------------------------------------------------------------------
-template <typename T>
-void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
-  if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
-  constexpr int64_t NR = NRof<T>::value;
-  const bool simd = kutil::cpu_has_avx2_fma();
+// C = A @ B with MR x NR micro-tiles computed by `uk`.
+template <typename T, int64_t MR, int64_t NR>
+void gemm_packed(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, Ukernel<T> uk) {
   const int64_t nthreads = std::max<int64_t>(1, torch::stable::get_num_threads());
 
   // K blocks of (nearly) equal depth <= kKC.
@@ -388,8 +440,9 @@ void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) 
 
   // Task grid: row blocks (boundaries on MR multiples, sizes differ by <= MR)
   // x column blocks (only split when there are too few row blocks).
-  const int64_t npanels = (M + kMR - 1) / kMR;
-  int64_t mb = std::max<int64_t>(1, (M + kMCmax - 1) / kMCmax);
+  const int64_t npanels = (M + MR - 1) / MR;
+  const int64_t mc_panels = std::max<int64_t>(1, kMCrows / MR);
+  int64_t mb = std::max<int64_t>(1, (npanels + mc_panels - 1) / mc_panels);
   if (mb > 1) mb = ((mb + nthreads - 1) / nthreads) * nthreads;
   mb = std::min(mb, npanels);
   int64_t nb = 1;
@@ -400,37 +453,47 @@ void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) 
 
   torch::stable::parallel_for(0, ntasks, grain, [&](int64_t t0, int64_t t1) {
     const int64_t max_panels = (npanels + mb - 1) / mb + 1;
-    T* Ap = tl_apack.get<T>(size_t(max_panels) * kMR * std::min(K, kKC + 1));
+    T* Ap = tl_apack.get<T>(size_t(max_panels) * MR * std::min(K, kKC + 1));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / nb, jb = t % nb;
-      const int64_t i0 = (npanels * ib / mb) * kMR;
-      const int64_t i1 = std::min(M, (npanels * (ib + 1) / mb) * kMR);
+      const int64_t i0 = (npanels * ib / mb) * MR;
+      const int64_t i1 = std::min(M, (npanels * (ib + 1) / mb) * MR);
       const int64_t s0 = nsl * jb / nb, s1 = nsl * (jb + 1) / nb;
       for (int64_t kb = 0; kb < nkb; ++kb) {
         const int64_t k0 = K * kb / nkb, k1 = K * (kb + 1) / nkb, kc = k1 - k0;
         // pack A[i0:i1, k0:k1]
         int64_t np = 0;
-        for (int64_t i = i0; i < i1; i += kMR, ++np)
-          pack_a_panel(A, K, i, std::min(kMR, i1 - i), k0, kc, Ap + np * kc * kMR);
+        for (int64_t i = i0; i < i1; i += MR, ++np)
+          pack_a_panel<T, MR>(A, K, i, std::min(MR, i1 - i), k0, kc, Ap + np * kc * MR);
         for (int64_t s = s0; s < s1; ++s) {
           const T* bs = Bp + k0 * Npad + s * kc * NR;
           const int64_t n0 = s * NR, nr = std::min(NR, N - n0);
           for (int64_t p = 0; p < np; ++p) {
-            const int64_t i = i0 + p * kMR, mr = std::min(kMR, i1 - i);
-            T* c = C + i * N + n0;
-#if EXAMPLE_X86
-            if (simd) {
-              ukernel_avx2(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
-              continue;
-            }
-#endif
-            ukernel_scalar<T, NR>(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
+            const int64_t i = i0 + p * MR, mr = std::min(MR, i1 - i);
+            uk(kc, Ap + p * kc * MR, bs, C + i * N + n0, N, mr, nr, kb > 0);
           }
         }
       }
     }
   });
   tl_bpack.trim(size_t(64) << 20);
+}
+
+template <typename T>
+void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+  if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
+  constexpr int64_t NR = NRof<T>::value;
+#if EXAMPLE_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (kutil::cpu_has_avx512())
+      return gemm_packed<float, kMR512, kNR512>(A, B, C, M, N, K, ukernel_avx512);
+  }
+  if (kutil::cpu_has_avx2_fma()) {
+    Ukernel<T> uk = ukernel_avx2;
+    return gemm_packed<T, kMR, NR>(A, B, C, M, N, K, uk);
+  }
+#endif
+  gemm_packed<T, kMR, NR>(A, B, C, M, N, K, ukernel_scalar<T, NR>);
 }
 
 }  // namespace
