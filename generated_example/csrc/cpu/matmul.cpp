@@ -9,7 +9,8 @@
 //     register-blocked micro-kernel over every MR panel of A;
 //   * micro-kernels (Note [Run-time ISA dispatch] in kernel_utils.h picks one):
 //     AVX-512 float32: MR x NR = 14 x 32 (28 zmm accumulators, 2 B loads +
-//       14 broadcasts + 28 FMA per k);
+//       14 broadcasts + 28 FMA per k); products under ~160^3 skip the packing
+//       and read A and B in place, in 8 x 32 tiles;
 //     AVX2 FMA: 6 x 16 floats / 6 x 8 doubles (12 ymm accumulators, 2 B loads
 //       + 6 broadcasts + 12 FMA per k);
 //     scalar: the AVX2 blocking with a portable micro-kernel.
@@ -95,6 +96,15 @@ template <typename T, int64_t MR>
 void pack_a_panel(const T* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
                   int64_t kc, T* dst) {
   if constexpr (MR != kMR) {
+    if (mr == MR) {
+      // Row by row: reading MR rows side by side would touch MR lines lda apart at once,
+      // which share one L1 set when lda is a multiple of 4 KB (1024 floats).
+      for (int64_t r = 0; r < MR; ++r) {
+        const T* a = A + (i0 + r) * lda + k0;
+        for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = a[k];
+      }
+      return;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       T* d = dst + k * MR;
       int64_t r = 0;
@@ -156,10 +166,11 @@ void ukernel_scalar(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
 }
 
 #if EXAMPLE_X86
+// MR x 32: MR rows of 2 zmm accumulators (MR = 14: 28 of the 32 registers).
+template <int MR>
 EXAMPLE_AVX512 void ukernel_avx512(int64_t kc, const float* __restrict Ap,
                                    const float* __restrict Bp, float* C, int64_t ldc,
                                    int64_t mr, int64_t nr, bool accumulate) {
-  constexpr int MR = int(kMR512);
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 14
   for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
@@ -188,6 +199,39 @@ EXAMPLE_AVX512 void ukernel_avx512(int64_t kc, const float* __restrict Ap,
     }
     _mm512_mask_storeu_ps(c, m0, c0[r]);
     _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
+  }
+}
+
+// The same tile read straight from A and B (no packing): for small products, where
+// packing costs as much as the math. Rows past mr re-read the last valid row (their
+// results are not stored); columns past nr are masked off.
+template <int MR>
+EXAMPLE_AVX512 void ukernel_avx512_direct(int64_t K, const float* A, int64_t lda, const float* B,
+                                          int64_t ldb, float* C, int64_t ldc, int64_t mr,
+                                          int64_t nr) {
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : kutil::tail_mask16(nr);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : kutil::tail_mask16(std::max<int64_t>(0, nr - 16));
+  const float* a[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) a[r] = A + std::min<int64_t>(r, mr - 1) * lda;
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
+    const __m512 b1 = _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r][k]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
   }
 }
 
@@ -440,13 +484,13 @@ void gemm_packed(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, 
 
   // Task grid: row blocks (boundaries on MR multiples, sizes differ by <= MR)
   // x column blocks (only split when there are too few row blocks).
+  // Rows first: a column block repacks its row block of A, a row block packs only its own.
   const int64_t npanels = (M + MR - 1) / MR;
   const int64_t mc_panels = std::max<int64_t>(1, kMCrows / MR);
   int64_t mb = std::max<int64_t>(1, (npanels + mc_panels - 1) / mc_panels);
-  if (mb > 1) mb = ((mb + nthreads - 1) / nthreads) * nthreads;
-  mb = std::min(mb, npanels);
+  mb = std::min(npanels, ((mb + nthreads - 1) / nthreads) * nthreads);
   int64_t nb = 1;
-  if (mb < 2 * nthreads) nb = std::min<int64_t>(nsl, (2 * nthreads + mb - 1) / mb);
+  if (mb < nthreads) nb = std::min<int64_t>(nsl, (nthreads + mb - 1) / mb);
   const int64_t ntasks = mb * nb;
   const int64_t flops_per_task = 2 * M * N * K / std::max<int64_t>(ntasks, 1);
   const int64_t grain = flops_per_task >= (int64_t(1) << 17) ? 1 : ntasks;
@@ -479,14 +523,40 @@ void gemm_packed(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, 
   tl_bpack.trim(size_t(64) << 20);
 }
 
+#if EXAMPLE_X86
+// Products up to this many multiply-adds (about 160^3) skip packing, in 8 x 32 tiles
+// (8 divides the usual sizes, so no row of a tile is wasted).
+constexpr int64_t kDirectMax = int64_t(1) << 22;
+constexpr int kDirectMR = 8;
+
+template <int DMR>
+void gemm_direct_avx512(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                        int64_t K) {
+  const int64_t npanels = (M + DMR - 1) / DMR;
+  const int64_t nsl = (N + kNR512 - 1) / kNR512;
+  // Tasks of at least ~1M multiply-adds: below that a second thread costs more than it saves.
+  const int64_t tile = DMR * kNR512 * K;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(tile, 1));
+  torch::stable::parallel_for(0, npanels * nsl, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = (t / nsl) * DMR, n0 = (t % nsl) * kNR512;
+      ukernel_avx512_direct<DMR>(K, A + i * K, K, B + n0, N, C + i * N + n0, N,
+                                         std::min<int64_t>(DMR, M - i), std::min(kNR512, N - n0));
+    }
+  });
+}
+#endif
+
 template <typename T>
 void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
   if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
   constexpr int64_t NR = NRof<T>::value;
 #if EXAMPLE_X86
   if constexpr (std::is_same_v<T, float>) {
-    if (kutil::cpu_has_avx512())
-      return gemm_packed<float, kMR512, kNR512>(A, B, C, M, N, K, ukernel_avx512);
+    if (kutil::cpu_has_avx512()) {
+      if (M * N * K <= kDirectMax) return gemm_direct_avx512<kDirectMR>(A, B, C, M, N, K);
+      return gemm_packed<float, kMR512, kNR512>(A, B, C, M, N, K, ukernel_avx512<int(kMR512)>);
+    }
   }
   if (kutil::cpu_has_avx2_fma()) {
     Ukernel<T> uk = ukernel_avx2;
