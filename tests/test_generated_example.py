@@ -65,6 +65,12 @@ for rows, d in [(3, 1000), (70, 1027)]:
         ex.rms_norm(out, xd, wd, 1e-6)
         ref = (xd.float() * torch.rsqrt(xd.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(dt) * wd
         assert torch.allclose(out.float(), ref.float(), atol=tol, rtol=tol), (d, dt)
+        xf, res = xd.clone(), g.to(dt)
+        want_res = (xd + res).to(dt)
+        want = (want_res.float() * torch.rsqrt(want_res.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(dt) * wd
+        ex.fused_add_rms_norm(xf, res, wd, 1e-6)
+        assert torch.equal(res, want_res), (d, dt)
+        assert torch.allclose(xf.float(), want.float(), atol=tol, rtol=tol), (d, dt)
 print("sweep ok")
 """
 

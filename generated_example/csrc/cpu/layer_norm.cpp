@@ -78,7 +78,11 @@ EXAMPLE_AVX512 void ln_rows_avx512(const float* x, const float* w, const float* 
     const float v =
         _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
     const __m512 vr = _mm512_set1_ps(1.0f / std::sqrt(v / float(N) + eps));
+    // While this row is written, the next one comes into L2 (rows start otherwise
+    // waiting for memory).
+    const char* next = r + 1 < r1 ? reinterpret_cast<const char*>(xr + N) : nullptr;
     for (j = 0; j < N16; j += 16) {
+      if (next != nullptr) _mm_prefetch(next + 4 * j, _MM_HINT_T1);
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + j), vm), vr);
       _mm512_storeu_ps(yr + j,
                        _mm512_fmadd_ps(xh, _mm512_loadu_ps(w + j), _mm512_loadu_ps(b + j)));

@@ -114,7 +114,13 @@ EXAMPLE_AVX512 void lnb_rows_avx512(const float* dy, const float* x, const float
     // dx = rstd*g - rstd*mean(g) - xhat*rstd*mean(g*xhat)
     const __m512 vka = _mm512_set1_ps(rstd * _mm512_reduce_add_ps(a0) / float(N));
     const __m512 vkc = _mm512_set1_ps(rstd * _mm512_reduce_add_ps(c0) / float(N));
+    // While dx is written, the next rows of x and dy come into L2.
+    const bool last = r + 1 == r1;
     for (j = 0; j < N; j += 16) {
+      if (!last) {
+        _mm_prefetch(reinterpret_cast<const char*>(xr + N + j), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(gr + N + j), _MM_HINT_T1);
+      }
       const __mmask16 m = j < N16 ? __mmask16(0xFFFF) : tail;
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), vr);
       const __m512 g =

@@ -17,6 +17,7 @@ template <typename T>
 void rms_norm_rows(const T* x, const T* w, T* y, int64_t rows, int64_t n, double eps) {
   const bool simd = kutil::cpu_has_avx2_fma();
   const bool wide = kutil::cpu_has_avx512();
+  const std::vector<float> wf = wide ? rmsnorm::float_weight(w, n) : std::vector<float>();
   torch::stable::parallel_for(0, rows, kutil::row_grain(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * n;
@@ -24,7 +25,10 @@ void rms_norm_rows(const T* x, const T* w, T* y, int64_t rows, int64_t n, double
 #if EXAMPLE_X86
       if (wide) {
         const float s = rmsnorm::inv_rms(rmsnorm::sumsq_avx512(xr, n), n, eps);
-        rmsnorm::scale_row_avx512(xr, w, yr, n, s);
+        if constexpr (std::is_same_v<T, float>)
+          rmsnorm::scale_row_avx512(xr, w, yr, n, s, r + 1 < r1 ? xr + n : nullptr);
+        else
+          rmsnorm::scale_row_avx512(xr, wf.data(), yr, n, s, r + 1 < r1 ? xr + n : nullptr);
         continue;
       }
       if (simd) {

@@ -10,6 +10,8 @@
 #include "kernel_utils.h"
 
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 namespace example {
 namespace rmsnorm {
@@ -181,16 +183,26 @@ EXAMPLE_AVX512 float add_sumsq_avx512(const T* x, T* r, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-template <typename T>
-EXAMPLE_AVX512 void scale_row_avx512(const T* x, const T* w, T* y, int64_t n, float s) {
+// w: the weight in T, or (faster for float16 / bfloat16) already in float32.
+// next, next2: rows the caller reads next (or nullptr), fetched into L2 while this
+// row is written: the row loop otherwise waits for memory at each row's start.
+template <typename T, typename W>
+EXAMPLE_AVX512 void scale_row_avx512(const T* x, const W* w, T* y, int64_t n, float s,
+                                     const T* next = nullptr, const T* next2 = nullptr) {
   const T* tag = nullptr;
   const __m512 vs = _mm512_set1_ps(s);
   int64_t j = 0;
   for (; j + 32 <= n; j += 32) {
+    for (const T* row : {next, next2}) {
+      if (row == nullptr) continue;
+      _mm_prefetch(reinterpret_cast<const char*>(row + j), _MM_HINT_T1);
+      if constexpr (sizeof(T) == 4)
+        _mm_prefetch(reinterpret_cast<const char*>(row + j + 16), _MM_HINT_T1);
+    }
     const __m512 t0 = kutil::round16(_mm512_mul_ps(kutil::load16(x + j), vs), tag);
     const __m512 t1 = kutil::round16(_mm512_mul_ps(kutil::load16(x + j + 16), vs), tag);
-    kutil::store16(y + j, _mm512_mul_ps(t0, kutil::load16(w + j)));
-    kutil::store16(y + j + 16, _mm512_mul_ps(t1, kutil::load16(w + j + 16)));
+    kutil::store32(y + j, _mm512_mul_ps(t0, kutil::load16(w + j)),
+                   _mm512_mul_ps(t1, kutil::load16(w + j + 16)));
   }
   for (; j + 16 <= n; j += 16) {
     const __m512 t = kutil::round16(_mm512_mul_ps(kutil::load16(x + j), vs), tag);
@@ -199,6 +211,19 @@ EXAMPLE_AVX512 void scale_row_avx512(const T* x, const T* w, T* y, int64_t n, fl
   if (j < n) {
     const __m512 t = kutil::round16(_mm512_mul_ps(kutil::load16_n(x + j, n - j), vs), tag);
     kutil::store16_n(y + j, _mm512_mul_ps(t, kutil::load16_n(w + j, n - j)), n - j);
+  }
+}
+
+// The weight in float32 for the AVX-512 rows (read once per row otherwise, and
+// converted each time); empty for float32, whose weight is used as it is.
+template <typename T>
+std::vector<float> float_weight(const T* w, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return {};
+  } else {
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) out[j] = to_f32(w[j]);
+    return out;
   }
 }
 #endif  // EXAMPLE_X86
