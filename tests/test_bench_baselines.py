@@ -110,6 +110,16 @@ def test_the_compiled_reference_computes_the_reference_forward_and_backward():
     torch._dynamo.reset()
 
 
+def test_the_cpu_clock_leaves_out_the_time_the_process_does_not_run():
+    """Note [Bench clocks]: a statement that waits (as an op does while another process holds
+    its core) takes wall-clock time but almost no CPU time."""
+    from opgen.bench.timing import time_stmt
+
+    wall = time_stmt("time.sleep(0.005)", {"time": __import__("time")}, 0.05, 1)
+    cpu = time_stmt("time.sleep(0.005)", {"time": __import__("time")}, 0.05, 1, clock="cpu")
+    assert wall.best >= 0.004 and cpu.best < 0.001
+
+
 def test_host_names_the_simd_families_and_the_load():
     assert isa_names({"avx2", "fma", "avx512f", "avx512bw", "amx_tile", "amx_bf16"}) == [
         "AVX2",

@@ -1,4 +1,5 @@
-"""`opgen bench` end to end on the op of a fresh `opgen new` project (a few seconds each)."""
+"""`opgen bench` end to end on the op of a fresh `opgen new` project (seconds each; the compiled
+reference adds an Inductor compile, a minute on a busy 2-core machine)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow  # benchmarks end to end in fresh interpreters
 
 def _bench(project: Path, *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "opgen", "bench", "--no-progress", *args]
-    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,15 @@ def test_no_compile_leaves_the_compiled_reference_out(project):
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads((project / "plain.json").read_text())
     assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
+
+
+def test_cpu_clock_needs_one_thread(project):
+    run = _bench(project, "--quick", "--clock", "cpu")
+    assert run.returncode == 2 and "--clock cpu times one CPU thread: add --threads 1" in run.stderr
+    run = _bench(project, "--quick", "--no-compile", "--clock", "cpu", "--threads", "1", "--json", "cpu.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "CPU time of the process (--clock cpu)" in run.stdout
+    assert json.loads((project / "cpu.json").read_text())["meta"]["clock"] == "cpu"
 
 
 def test_overhead_lists_every_registration(project):

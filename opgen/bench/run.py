@@ -33,6 +33,7 @@ class BenchOptions:
     threads: int = 1
     show_progress: bool = True
     compile: bool = True  # time torch.compile of the reference too (Note [Bench baselines])
+    clock: str = "wall"  # or "cpu": Note [Bench clocks]
 
 
 @dataclass
@@ -123,7 +124,9 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
         else:
             stmts[impl.name] = impl.stmt
     rounds = 1 if options.quick else 3
-    timings = time_interleaved(stmts, case.globals, options.min_run_time, options.threads, rounds)
+    timings = time_interleaved(
+        stmts, case.globals, options.min_run_time, options.threads, rounds, options.clock
+    )
     name = case.op.split("::", 1)[-1]
     for impl_name, t in timings.items():
         run.results.append(
@@ -198,5 +201,6 @@ def meta(options: BenchOptions, mode: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
         "min_run_time": options.min_run_time,
+        "clock": options.clock,
         "python": platform.python_version(),
     }

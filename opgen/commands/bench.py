@@ -74,6 +74,14 @@ def bench(
             metavar="N",
         ),
     ] = None,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock",
+            help="wall (time waited) or cpu (the process's CPU time, with --threads 1: for a shared machine).",
+            metavar="wall|cpu",
+        ),
+    ] = "wall",
     no_compile: Annotated[
         bool,
         typer.Option(
@@ -101,9 +109,18 @@ def bench(
         device not in ("cpu", "cuda")
         or metric not in ("throughput", "time")
         or stat not in ("median", "min")
+        or clock not in ("wall", "cpu")
     ):
         err(
-            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min"
+            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min;"
+            " --clock is wall or cpu"
+        )
+        raise typer.Exit(2)
+    if clock == "cpu" and (threads != 1 or device != "cpu" or overhead):
+        err(
+            "error: --clock cpu times one CPU thread: add --threads 1 (with several threads it would"
+            " count threads spinning at a barrier; on CUDA the work is not the process's CPU time;"
+            " --overhead times by the wall clock)"
         )
         raise typer.Exit(2)
     root = project_root()
@@ -137,6 +154,7 @@ def bench(
         count,
         not no_progress,
         compile=not (no_compile or overhead),
+        clock=clock,
     )
     # Inductor's compile cache goes where opgen test puts it: under the project's .opgen/cache/.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / CACHE_DIR / "inductor-bench"))
@@ -150,7 +168,7 @@ def bench(
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1) from None
-    _print(run.results, overhead, stat, quick)
+    _print(run.results, overhead, stat, quick, clock)
     for note in run.skipped:
         err(f"skipped {note}")
     _write(
@@ -165,10 +183,14 @@ def bench(
         raise typer.Exit(1)
 
 
-def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False) -> None:
+def _print(
+    results: list[Result], overhead: bool, stat: str, quick: bool = False, clock: str = "wall"
+) -> None:
     from ..bench.report import noisy_warnings, op_table, overhead_table, stat_note
 
     note = stat_note(stat, rounds=1 if quick and not overhead else 3)
+    if clock == "cpu":
+        note = "CPU time of the process (--clock cpu), not time waited; " + note
     for warning in noisy_warnings(results):
         err(f"warning: {warning}")
     if overhead:
