@@ -1,4 +1,5 @@
-"""`opgen bench` end to end on the op of a fresh `opgen new` project (a few seconds each)."""
+"""`opgen bench` end to end on the op of a fresh `opgen new` project (seconds each; the compiled
+reference adds an Inductor compile, a minute on a busy 2-core machine)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow  # benchmarks end to end in fresh interpreters
 
 def _bench(project: Path, *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "opgen", "bench", "--no-progress", *args]
-    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +33,31 @@ def project(tmp_path_factory) -> Path:
 def test_quick_bench_prints_table_and_writes_json(project):
     run = _bench(project, "--quick", "--json", "out.json")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "threads: " in run.stdout
+    assert "threads: " in run.stdout and run.stdout.startswith("host: ")
     assert "### foo (forward; GB/s from input+output bytes" in run.stdout
-    assert "| 64   |" in run.stdout and "vs native" in run.stdout  # --quick: the smallest size only
+    assert "| 64   |" in run.stdout and "best baseline" in run.stdout  # --quick: the smallest size only
     data = json.loads((project / "out.json").read_text())
-    assert data["meta"]["threads"] >= 1
-    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
+    assert data["meta"]["threads"] >= 1 and "load_average" in data["meta"] and "isa" in data["meta"]
+    # the compiled reference is on by default; its compile cache stays in the project
+    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "compiled", "native"}
+    assert any((project / ".opgen" / "cache" / "inductor-bench").iterdir())
     assert all(r["median"] > 0 and r["size"] == "64" for r in data["results"])
+
+
+def test_no_compile_leaves_the_compiled_reference_out(project):
+    run = _bench(project, "--quick", "--no-compile", "--json", "plain.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((project / "plain.json").read_text())
+    assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "native"}
+
+
+def test_cpu_clock_needs_one_thread(project):
+    run = _bench(project, "--quick", "--clock", "cpu")
+    assert run.returncode == 2 and "--clock cpu times one CPU thread: add --threads 1" in run.stderr
+    run = _bench(project, "--quick", "--no-compile", "--clock", "cpu", "--threads", "1", "--json", "cpu.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "CPU time of the process (--clock cpu)" in run.stdout
+    assert json.loads((project / "cpu.json").read_text())["meta"]["clock"] == "cpu"
 
 
 def test_overhead_lists_every_registration(project):

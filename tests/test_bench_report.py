@@ -9,6 +9,7 @@ from opgen.bench.cases import CaseError, build_case, size_points
 from opgen.bench.report import (
     NOISY,
     Result,
+    best_baseline,
     format_time,
     from_json,
     noisy_warnings,
@@ -67,18 +68,31 @@ def test_format_time(seconds, text):
     assert format_time(seconds) == text
 
 
-def test_op_table_rows_ratios_and_missing_cells():
+def test_op_table_rows_name_the_best_baseline_and_the_ratio_against_it():
     table = op_table(_results())
     lines = table.splitlines()
     assert lines[0].startswith("### gelu (forward; GB/s from input+output bytes")
+    assert "vs best = time(fastest baseline) / time(opgen)" in lines[0]
     assert [c.strip() for c in lines[2].split("|")[1:-1]] == [
-        "size", "opgen time", "reference time", "native time", "opgen GB/s",
-        "reference GB/s", "native GB/s", "vs reference", "vs native",
+        "size", "opgen time", "reference time", "native time", "opgen GB/s", "best baseline", "vs best",
     ]
     first = [c.strip() for c in lines[4].split("|")[1:-1]]
-    assert first == ["1000", "2 µs (IQR 0%)", "4 µs (IQR 0%)", "1 µs (IQR 0%)", "4.0", "2.0", "8.0", "2.00×", "0.50×"]
+    assert first == ["1000", "2 µs (IQR 0%)", "4 µs (IQR 0%)", "1 µs (IQR 0%)", "4.0", "native", "0.50×"]
     last = [c.strip() for c in lines[5].split("|")[1:-1]]
-    assert last == ["10000000", "20 ms (IQR 0%)", "–", "22 ms (IQR 0%)", "4.0", "–", "3.6", "–", "1.10×"]
+    assert last == ["10000000", "20 ms (IQR 0%)", "–", "22 ms (IQR 0%)", "4.0", "native", "1.10×"]
+
+
+def test_best_baseline_is_the_fastest_other_implementation_by_the_statistic_shown():
+    at = [
+        Result("n", "opgen", "1", 2e-6, best=1.0e-6),
+        Result("n", "reference", "1", 3e-6, best=2.9e-6),
+        Result("n", "compiled", "1", 4e-6, best=1.5e-6),
+    ]
+    assert best_baseline(at).impl == "reference"
+    assert best_baseline(at, "min").impl == "compiled"
+    assert best_baseline(at[:1]) is None
+    row = [c.strip() for c in op_table(at[:1]).splitlines()[4].split("|")[1:-1]]
+    assert row[-2:] == ["–", "–"]
 
 
 def test_overhead_table_shows_ratio_to_native():

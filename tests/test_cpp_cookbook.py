@@ -51,6 +51,7 @@ def test_every_recipe_is_shown_for_both_targets() -> None:
         "Half and bfloat16",
         "Strides and contiguity",
         "Parallel loops",
+        "Choosing SIMD code at run time",
         "Errors that name the file and line",
         "The current CUDA stream",
     ]
@@ -76,6 +77,17 @@ except (RuntimeError, NotImplementedError) as exc:
 y = torch.ops.mylib.scale(x.t(), 3.0)
 assert torch.equal(y, x.t() * 3.0)
 print("ok")
+"""
+
+# Every SIMD path of the recipe (MYLIB_SIMD caps the level; the host decides the top one):
+# sizes with and without a tail, float32 and float64, against x * alpha.
+RUN_SIMD = """
+import torch, mylib
+for n in (1, 15, 16, 17, 100, 70001):
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(n, dtype=dtype)
+        assert torch.equal(torch.ops.mylib.scale(x, 1.5), x * 1.5), (n, dtype)
+print("simd ok")
 """
 
 
@@ -115,3 +127,8 @@ def test_cookbook_builds_and_runs(tmp_path: Path, target: str) -> None:
     expected_dtype = "no kernel for dtype Long" if target == "stable" else "\"mylib::scale\" not implemented for 'Long'"
     assert expected_dtype in lines["dtype"], lines["dtype"]
     assert run.stdout.strip().endswith("ok")
+
+    for cap in ("scalar", "avx2", ""):
+        env = {**os.environ, "MYLIB_SIMD": cap}
+        run = subprocess.run([sys.executable, "-c", RUN_SIMD], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and "simd ok" in run.stdout, (cap, run.stdout + run.stderr)

@@ -1,26 +1,50 @@
 """Turn an op spec's `[bench]` table into timeable cases: inputs and statements.
 
 Every implementation of one case is a statement over the same globals (the
-inputs by argument name), so the generated op, the spec's reference and the
-native PyTorch op are timed on identical tensors and all allocate their
-outputs: at large sizes the page faults of a fresh output dominate, so mixing
-allocating and `out=` calls would mislead.
+inputs by argument name), so the generated op and its baselines are timed on
+identical tensors and all allocate their outputs: at large sizes the page
+faults of a fresh output dominate, so mixing allocating and `out=` calls would
+mislead.
+
+Note [Bench baselines]
+The baselines are what a user would otherwise call: the spec's reference
+(often a slow composition of torch ops), `torch.compile` of that reference
+(Inductor fuses it into vectorised C++ on CPU; compiled on its first call,
+which the timing's warm-up call absorbs), PyTorch's native op (`[bench]
+native`) and the original library's op (`[bench] original`, only where its
+modules import; otherwise the case carries a note). The report compares the
+op with the fastest of them.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.bench import original_modules
 from ..spec.dialect.values import ENUMS
+from ..spec.expr import ExprProblem
 from ..spec.model import Arg, OpSpec
 
-__all__ = ["Impl", "Case", "CaseError", "size_points", "build_case", "DEFAULT_SIZES", "QUICK_SIZES"]
+__all__ = [
+    "Impl",
+    "Case",
+    "CaseError",
+    "size_points",
+    "build_case",
+    "DEFAULT_SIZES",
+    "QUICK_SIZES",
+    "BASELINES",
+]
 
 DEFAULT_SIZES = ((("n", 1_000),), (("n", 100_000),), (("n", 1_000_000),))
 QUICK_SIZES = ((("n", 256),),)
 OPGEN, REFERENCE, NATIVE, HANDLE = "opgen", "reference", "native", "torch.ops"
+COMPILED, ORIGINAL = "compiled", "original"
+# What the op is compared with, in the order the tables show them (Note [Bench baselines]).
+BASELINES = (REFERENCE, COMPILED, NATIVE, ORIGINAL)
 
 
 class CaseError(Exception):
@@ -180,6 +204,33 @@ def helper_inputs(
     return dict(samples[0])
 
 
+def _compile_reference(op: OpSpec, reference: str | None, scope: dict[str, Any]) -> Any:
+    """`torch.compile` of the reference, taking the op's arguments (static shapes: each
+    case compiles for its own sizes). It compiles on its first call."""
+    import torch
+
+    if reference:
+        params = ", ".join(a.name for a in op.args)
+        fn = eval(compile(f"lambda {params}: ({reference})", "<bench reference>", "eval"), scope)
+    else:
+        fn = scope["_reference"]
+    return torch.compile(fn, dynamic=False)
+
+
+def _import_original(text: str, scope: dict[str, Any]) -> str | None:
+    """Put the modules `[bench] original` names into `scope`; why not, when one fails to import."""
+    try:
+        modules = original_modules(text, set(scope))
+    except ExprProblem as exc:  # validated with the spec; the scope may hide a name
+        return exc.message
+    for name in modules:
+        try:
+            scope[name] = importlib.import_module(name)
+        except ImportError as exc:
+            return f"{name} does not import here ({exc}); install it to compare with `{text}`"
+    return None
+
+
 def build_case(
     op: OpSpec,
     fn: Any,
@@ -188,11 +239,13 @@ def build_case(
     device: str,
     backward: bool | None = None,
     dtype: str | None = None,
+    compiled: bool = False,
 ) -> Case:
     """One size of one op in one dtype: its implementations as statements over shared globals.
 
     `fn` is the generated wrapper; `namespace` holds the library's other ops by
     name (for expressions that call them). `dtype` defaults to the spec's first.
+    `compiled` adds `torch.compile` of the reference (Note [Bench baselines]).
     """
     import torch
 
@@ -226,14 +279,24 @@ def build_case(
     }
     scope.update({"_op": fn, "_grad": torch.autograd.grad, "_wrt": tuple(wrt)})
     exprs = [(OPGEN, _call("_op", op))]
+    notes: list[str] = []
     reference = op.bench.reference or op.test.reference
     if reference:
         exprs.append((REFERENCE, reference))
     elif op.test.reference_from:  # the tests' reference function, on the same inputs
         scope["_reference"] = getattr(_helpers(fn), op.test.reference_from)
         exprs.append((REFERENCE, _call("_reference", op)))
+    if compiled and len(exprs) > 1:
+        scope["_compiled"] = _compile_reference(op, reference, scope)
+        exprs.append((COMPILED, _call("_compiled", op)))
     if op.bench.native:
         exprs.append((NATIVE, op.bench.native))
+    if op.bench.original:
+        note = _import_original(op.bench.original, scope)
+        if note:
+            notes.append(f"{op.name} original: {note}")
+        else:
+            exprs.append((ORIGINAL, op.bench.original))
     result = eval(exprs[0][1], scope)
     outputs = _outputs(result)
     if backward:
@@ -244,7 +307,7 @@ def build_case(
     else:
         impls = [Impl(name, expr) for name, expr in exprs]
     mode = "forward+backward" if backward else "forward"
-    case = Case(op.qualname, size, mode, impls, scope)
+    case = Case(op.qualname, size, mode, impls, scope, notes=notes)
     case.dtype = dtype_name if len(op.bench.dtypes) > 1 else ""
     case.numel = max((t.numel() for t in tensors), default=0)
     names = {**size, **inputs}

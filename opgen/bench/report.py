@@ -2,7 +2,9 @@
 
 The tables are Markdown so that what the command prints can be pasted into a
 README unchanged. A ratio "vs X" is time(X) / time(opgen): above 1.00 the
-generated op is faster than X.
+generated op is faster than X. Each row names its best baseline, the fastest
+of the other implementations (Note [Bench baselines] in cases.py), and the
+ratio against it; the JSON keeps every implementation's figures.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "noisy_warnings",
     "seconds",
     "speedup",
+    "best_baseline",
     "format_time",
     "format_rate",
     "throughput",
@@ -67,6 +70,12 @@ def speedup(results: Iterable[Result], base: str, other: str, stat: str = "media
     if base not in times or other not in times or times[base] <= 0:
         return None
     return times[other] / times[base]
+
+
+def best_baseline(results: Iterable[Result], stat: str = "median") -> Result | None:
+    """The fastest implementation other than the generated op, or None when there is none."""
+    others = [r for r in results if r.impl != "opgen" and seconds(r, stat) > 0]
+    return min(others, key=lambda r: seconds(r, stat), default=None)
 
 
 def throughput(r: Result, stat: str = "median") -> tuple[float, str] | None:
@@ -149,32 +158,30 @@ def _ordered(values: Iterable[str]) -> list[str]:
 
 
 def op_table(results: list[Result], stat: str = "median") -> str:
-    """One op, one mode: a row per size, time and throughput per implementation, then ratios."""
+    """One op, one mode: a row per size, each implementation's time, the op's throughput,
+    then the best baseline and the ratio against it."""
     impls = _ordered(r.impl for r in results)
     sizes = _ordered(r.size for r in results)
     unit = next((rate[1] for r in results if (rate := throughput(r))), "GB/s")
     derived = any(r.derived_bytes for r in results)
-    header = ["size"] + [f"{i} time" for i in impls] + [f"{i} {unit}" for i in impls]
-    others = [i for i in impls if i != "opgen"]
-    header += [f"vs {i}" for i in others]
+    header = ["size"] + [f"{i} time" for i in impls] + [f"opgen {unit}", "best baseline", "vs best"]
     rows = []
     for size in sizes:
         at = [r for r in results if r.size == size]
         by = {r.impl: r for r in at}
+        best = best_baseline(at, stat)
         row = [size]
         row += [_cell(by[i], stat) if i in by else "–" for i in impls]
-        row += [format_rate(by[i], stat) if i in by else "–" for i in impls]
-        row += [
-            _ratio(
-                speedup(at, "opgen", i, stat),
-                any(by[k].noisy for k in ("opgen", i) if k in by),
-            )
-            for i in others
-        ]
+        row.append(format_rate(by["opgen"], stat) if "opgen" in by else "–")
+        row.append(best.impl if best else "–")
+        ratio = speedup(at, "opgen", best.impl, stat) if best else None
+        row.append(
+            _ratio(ratio, any(by[k].noisy for k in ("opgen", best.impl if best else "") if k in by))
+        )
         rows.append(row)
     first = results[0]
     moved = " from input+output bytes" + (" (and their grads)" if "backward" in first.mode else "")
-    title = f"### {first.op} ({first.mode}; {unit}{moved if derived and unit == 'GB/s' else ''}; vs X = time(X) / time(opgen))"
+    title = f"### {first.op} ({first.mode}; {unit}{moved if derived and unit == 'GB/s' else ''}; vs best = time(fastest baseline) / time(opgen))"
     return title + "\n\n" + _markdown(header, rows)
 
 

@@ -33,6 +33,8 @@ class BenchOptions:
     threads: int = 1
     show_progress: bool = True
     dtypes: tuple[str, ...] = ()  # `--dtype`: only these of each op's [bench] dtypes; () all
+    compile: bool = True  # time torch.compile of the reference too (Note [Bench baselines])
+    clock: str = "wall"  # or "cpu": Note [Bench clocks]
 
 
 @dataclass
@@ -65,6 +67,8 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
     """Time every op at every size; skipped ops are reported, not fatal."""
     package = import_package(project)
     namespace = _namespace(package, project)
+    if options.compile:
+        _quiet_compile_logs()
     run = BenchRun()
     plans: list[tuple[OpSpec, dict[str, int], bool, str]] = []
     for op in ops:
@@ -94,13 +98,23 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
             if (op.name, backward, dtype) not in failed:
                 try:
                     case = build_case(
-                        op, namespace[op.name], namespace, size, options.device, backward, dtype
+                        op,
+                        namespace[op.name],
+                        namespace,
+                        size,
+                        options.device,
+                        backward,
+                        dtype,
+                        compiled=options.compile,
                     )
                 except (CaseError, RuntimeError, TypeError, ValueError) as exc:
                     run.skipped.append(f"{op.name}: {exc}")
                     failed.add((op.name, backward, dtype))
                 else:
+                    run.skipped.extend(n for n in case.notes if n not in run.skipped)
                     _time_case(case, options, run)
+                    if options.compile:
+                        _forget_compiled()
             bar.advance(op.name)
     return run
 
@@ -111,13 +125,16 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
         try:  # a failing reference must not end the whole run
             eval(impl.stmt, case.globals)
         except Exception as exc:
+            why = (str(exc).strip().splitlines() or [""])[0]  # compile errors run to pages
             run.skipped.append(
-                f"{case.op} {impl.name} at {case.size_label}: {type(exc).__name__}: {exc}"
+                f"{case.op} {impl.name} at {case.size_label}: {type(exc).__name__}: {why}"
             )
         else:
             stmts[impl.name] = impl.stmt
     rounds = 1 if options.quick else 3
-    timings = time_interleaved(stmts, case.globals, options.min_run_time, options.threads, rounds)
+    timings = time_interleaved(
+        stmts, case.globals, options.min_run_time, options.threads, rounds, options.clock
+    )
     name = case.op.split("::", 1)[-1]
     for impl_name, t in timings.items():
         run.results.append(
@@ -137,6 +154,23 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
                 disagreement=t.disagreement,
             )
         )
+
+
+def _quiet_compile_logs() -> None:
+    """Graph-break and recompile warnings of the compiled references would bury the tables."""
+    import logging
+
+    import torch
+
+    torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
+
+
+def _forget_compiled() -> None:
+    """Drop the compiled graphs of the last case: each case compiles its own sizes, and a
+    reference function compiled at many sizes would reach dynamo's recompile limit."""
+    import torch
+
+    torch._dynamo.reset()
 
 
 def run_overhead(project: Project, ops: list[OpSpec], options: BenchOptions) -> BenchRun:
@@ -175,5 +209,6 @@ def meta(options: BenchOptions, mode: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
         "min_run_time": options.min_run_time,
+        "clock": options.clock,
         "python": platform.python_version(),
     }

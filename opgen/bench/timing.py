@@ -8,7 +8,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Timing", "time_stmt", "time_interleaved", "set_threads", "machine_cores", "progress"]
+__all__ = [
+    "CLOCKS",
+    "Timing",
+    "time_stmt",
+    "time_interleaved",
+    "set_threads",
+    "machine_cores",
+    "progress",
+]
+
+# Note [Bench clocks]
+# "wall" (default) times what a user waits for. On a shared machine another
+# process holding a core stretches every wall-clock figure, and a parallel
+# region waits for its slowest thread: at a load average of 7 on 2 cores no
+# timing block of a 2-thread op runs undisturbed. "cpu" times the process's CPU
+# time instead, which leaves out the time the op was not running; with one
+# thread (it requires --threads 1) that is the op's own time. With several
+# threads it would also count threads spinning at a barrier, so it is refused.
+CLOCKS = ("wall", "cpu")
 
 
 @dataclass(frozen=True)
@@ -45,18 +63,33 @@ def set_threads(threads: int | None = None) -> int:
     return threads
 
 
-def time_stmt(stmt: str, scope: dict[str, Any], min_run_time: float, threads: int) -> Timing:
+def _clock(name: str) -> Any:
+    import time
+
+    from torch.utils.benchmark.utils.timer import timer as wall
+
+    return time.process_time if name == "cpu" else wall
+
+
+def time_stmt(
+    stmt: str, scope: dict[str, Any], min_run_time: float, threads: int, clock: str = "wall"
+) -> Timing:
     """Median time per call of `stmt`, after one warm-up call (allocator, page faults, caches)."""
     from torch.utils.benchmark import Timer
 
-    timer = Timer(stmt, globals=scope, num_threads=threads)
+    timer = Timer(stmt, globals=scope, num_threads=threads, timer=_clock(clock))
     timer.timeit(1)
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(m.median, min(m.times), m.iqr, len(m.times), int(m.number_per_run * len(m.times)))
 
 
 def time_interleaved(
-    stmts: dict[str, str], scope: dict[str, Any], min_run_time: float, threads: int, rounds: int = 3
+    stmts: dict[str, str],
+    scope: dict[str, Any],
+    min_run_time: float,
+    threads: int,
+    rounds: int = 3,
+    clock: str = "wall",
 ) -> dict[str, Timing]:
     """Time each statement `rounds` times, taking turns, and keep each one's best median.
 
@@ -67,7 +100,7 @@ def time_interleaved(
     rounds_of: dict[str, list[Timing]] = {name: [] for name in stmts}
     for _ in range(rounds):
         for name, stmt in stmts.items():
-            rounds_of[name].append(time_stmt(stmt, scope, min_run_time / rounds, threads))
+            rounds_of[name].append(time_stmt(stmt, scope, min_run_time / rounds, threads, clock))
     best: dict[str, Timing] = {}
     for name, timings in rounds_of.items():
         kept = min(timings, key=lambda t: t.median)

@@ -1,7 +1,8 @@
-"""`opgen bench`: time the generated ops against their reference and PyTorch's native op."""
+"""`opgen bench`: time the generated ops against their baselines (reference, compiled, native, original)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -73,6 +74,21 @@ def bench(
             metavar="N",
         ),
     ] = None,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock",
+            help="wall (time waited) or cpu (the process's CPU time, with --threads 1: for a shared machine).",
+            metavar="wall|cpu",
+        ),
+    ] = "wall",
+    no_compile: Annotated[
+        bool,
+        typer.Option(
+            "--no-compile",
+            help="Leave out the torch.compile of each reference (it compiles first).",
+        ),
+    ] = False,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar on stderr.")
     ] = False,
@@ -85,13 +101,15 @@ def bench(
         ),
     ] = None,
 ) -> None:
-    """Benchmark the ops named (default: all) against their spec's reference and native PyTorch.
+    """Benchmark the ops named (default: all) against their baselines: the spec's reference,
+    torch.compile of it, PyTorch's native op and the original library's op.
 
     What each op is timed on is its spec's [bench] table (README, "Performance").
     """
+    from ..bench.host import host
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
-    from ..caches import confine_caches
+    from ..caches import CACHE_DIR, confine_caches
     from ..errors import OpgenError
     from ..project import load_project
 
@@ -99,9 +117,18 @@ def bench(
         device not in ("cpu", "cuda")
         or metric not in ("throughput", "time")
         or stat not in ("median", "min")
+        or clock not in ("wall", "cpu")
     ):
         err(
-            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min"
+            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min;"
+            " --clock is wall or cpu"
+        )
+        raise typer.Exit(2)
+    if clock == "cpu" and (threads != 1 or device != "cpu" or overhead):
+        err(
+            "error: --clock cpu times one CPU thread: add --threads 1 (with several threads it would"
+            " count threads spinning at a barrier; on CUDA the work is not the process's CPU time;"
+            " --overhead times by the wall clock)"
         )
         raise typer.Exit(2)
     from ..spec.types import DTYPES
@@ -144,8 +171,14 @@ def bench(
         min_time or (_QUICK_MIN_TIME if quick else _MIN_TIME),
         count,
         not no_progress,
-        wanted,
+        dtypes=wanted,
+        compile=not (no_compile or overhead),
+        clock=clock,
     )
+    # Inductor's compile cache goes where opgen test puts it: under the project's .opgen/cache/.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / CACHE_DIR / "inductor-bench"))
+    machine = host()
+    typer.echo(machine.line())
     typer.echo(
         f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}"
     )
@@ -154,12 +187,12 @@ def bench(
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1) from None
-    _print(run.results, overhead, stat, quick)
+    _print(run.results, overhead, stat, quick, clock)
     for note in run.skipped:
         err(f"skipped {note}")
     _write(
         run.results,
-        meta(options, "overhead" if overhead else "bench"),
+        {**meta(options, "overhead" if overhead else "bench"), **machine.as_dict()},
         json_file,
         plot_file,
         metric,
@@ -169,10 +202,14 @@ def bench(
         raise typer.Exit(1)
 
 
-def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False) -> None:
+def _print(
+    results: list[Result], overhead: bool, stat: str, quick: bool = False, clock: str = "wall"
+) -> None:
     from ..bench.report import noisy_warnings, op_table, overhead_table, stat_note
 
     note = stat_note(stat, rounds=1 if quick and not overhead else 3)
+    if clock == "cpu":
+        note = "CPU time of the process (--clock cpu), not time waited; " + note
     for warning in noisy_warnings(results):
         err(f"warning: {warning}")
     if overhead:
@@ -180,6 +217,11 @@ def _print(results: list[Result], overhead: bool, stat: str, quick: bool = False
         typer.echo(overhead_table(results, stat))
         return
     typer.echo(f"every implementation allocates its outputs; {note}\n")
+    typer.echo(
+        "baselines: reference (the spec's), compiled (torch.compile of the reference), native "
+        "(PyTorch's op), original (the original library's op); vs best = time(fastest baseline) / "
+        "time(opgen)\n"
+    )
     groups: dict[tuple[str, str], list] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)

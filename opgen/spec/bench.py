@@ -6,6 +6,7 @@ sizes = [{n = 1024, d = 1024}, {n = 4096, d = 1024}]   # or plain ints: values o
 inputs = {x = ["n", "d"], weight = ["d"], eps = 1e-5}  # shape templates over the size variables
 # or inputs_from = "boxes"  # testing_helpers.boxes(device, dtype, **size)[0]
 native = "F.layer_norm(x, [x.shape[-1]], weight, bias, eps)"
+original = "apex.normalization.fused_layer_norm(x, (d,), weight, bias, eps)"  # where apex imports
 bytes = "..."        # or flops = "2 * n * d"; default: bytes of inputs + outputs
 backward = true      # time forward + backward
 dtypes = ["float32", "bfloat16"]   # or dtype = "float32": every size in each dtype
@@ -14,23 +15,25 @@ dtypes = ["float32", "bfloat16"]   # or dtype = "float32": every size in each dt
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from ..errors import DiagnosticSink
-from .expr import ExprProblem, check_expression
+from .expr import ExprProblem, check_expression, parse_expression
 from .fields import check_keys, shown, typed
 from .load import LoadedToml
 from .model import Arg, BenchSpec
 from .samples import helper_name
 from .types import DTYPES
 
-__all__ = ["BENCH_KEYS", "build_bench"]
+__all__ = ["BENCH_KEYS", "build_bench", "original_modules"]
 
 BENCH_KEYS = (
     "sizes",
     "inputs",
     "inputs_from",
     "native",
+    "original",
     "reference",
     "bytes",
     "flops",
@@ -115,6 +118,25 @@ def _inputs(
     return tuple(out)
 
 
+def original_modules(text: str, known: set[str]) -> tuple[str, ...]:
+    """The modules `[bench] original` imports: the unknown names it reaches attributes through.
+
+    `torchvision.ops.nms(dets, scores, iou_threshold)` imports `torchvision`; an
+    unknown name used on its own (`det` for `dets`) is a typo, raised as ExprProblem.
+    """
+    tree = parse_expression(text, "bench.original")
+    roots: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id not in known:
+                roots.setdefault(base.id, None)
+    check_expression(text, known | set(roots), "bench.original")
+    return tuple(roots)
+
+
 def _dtypes(sink: DiagnosticSink, doc: LoadedToml, table: dict) -> tuple[str, ...]:
     """`dtype = "float32"` or `dtypes = [...]`: the dtypes every size is timed in."""
     if "dtype" in table and "dtypes" in table:
@@ -168,6 +190,13 @@ def build_bench(
             except ExprProblem as exc:
                 sink.error(doc.line("bench", key), exc.message, exc.hint)
         texts[key] = text.strip() if isinstance(text, str) else None
+    original = table.get("original")
+    if original is not None and typed(sink, doc, original, str, "bench", "original"):
+        try:
+            original_modules(original, allowed)
+        except ExprProblem as exc:
+            sink.error(doc.line("bench", "original"), exc.message, exc.hint)
+    texts["original"] = original.strip() if isinstance(original, str) else None
     backward = table.get("backward", False)
     if not isinstance(backward, bool):
         sink.error(

@@ -285,6 +285,7 @@ class BenchSpec:
     backward: bool = False
     dtypes: tuple[str, ...] = ("float32",)  # each size is timed in each
     inputs_from: str | None = None  # a sample generator in <package>/testing_helpers.py
+    original: str | None = None  # the original library's op, timed where its modules import
 
 
 @dataclass(frozen=True)

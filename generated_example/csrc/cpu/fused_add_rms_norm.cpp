@@ -16,11 +16,23 @@ using kutil::Tensor;
 template <typename T>
 void fused_rows(T* x, T* res, const T* w, int64_t rows, int64_t n, double eps) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = kutil::cpu_has_avx512();
+  const std::vector<float> wf = wide ? rmsnorm::float_weight(w, n) : std::vector<float>();
   torch::stable::parallel_for(0, rows, kutil::row_grain(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* xr = x + r * n;
       T* rr = res + r * n;
 #if EXAMPLE_X86
+      if (wide) {
+        const bool last = r + 1 == r1;
+        const float s = rmsnorm::inv_rms(rmsnorm::add_sumsq_avx512(xr, rr, n), n, eps);
+        if constexpr (std::is_same_v<T, float>)
+          rmsnorm::scale_row_avx512(rr, w, xr, n, s, last ? nullptr : xr + n, last ? nullptr : rr + n);
+        else
+          rmsnorm::scale_row_avx512(rr, wf.data(), xr, n, s, last ? nullptr : xr + n,
+                                    last ? nullptr : rr + n);
+        continue;
+      }
       if (simd) {
         const float s = rmsnorm::inv_rms(rmsnorm::sumsq_of_sum_avx2(xr, rr, n), n, eps);
         rmsnorm::add_scale_row_avx2(xr, rr, w, xr, n, s);

@@ -9,6 +9,7 @@
 #include "kernel_utils.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace example {
 namespace {
@@ -29,6 +30,29 @@ void gelu_scalar(const T* __restrict x, T* __restrict y, int64_t n) {
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 inline __m512 gelu16(__m512 x) {
+  const __m512 c1 = _mm512_set1_ps(float(-2.0 * kBeta));
+  const __m512 c3 = _mm512_set1_ps(float(-2.0 * kBeta * kKappa));
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  const __m512 e = kutil::exp512_ps(_mm512_mul_ps(x, _mm512_fmadd_ps(x2, c3, c1)));  // exp(-2u)
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+EXAMPLE_AVX512 void gelu_avx512(const float* __restrict x, float* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = gelu16(_mm512_loadu_ps(x + i));
+    const __m512 b = gelu16(_mm512_loadu_ps(x + i + 16));
+    _mm512_storeu_ps(y + i, a);
+    _mm512_storeu_ps(y + i + 16, b);
+  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = kutil::tail_mask16(n - i);
+    _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 EXAMPLE_AVX2 inline __m256 gelu8(__m256 x) {
   const __m256 c1 = _mm256_set1_ps(float(-2.0 * kBeta));
   const __m256 c3 = _mm256_set1_ps(float(-2.0 * kBeta * kKappa));
@@ -83,8 +107,15 @@ EXAMPLE_AVX2 void gelu_avx2(const double* __restrict x, double* __restrict y, in
 template <typename T>
 void gelu_impl(const T* x, T* y, int64_t n) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   torch::stable::parallel_for(0, n, kutil::kElementwiseGrain, [&](int64_t begin, int64_t end) {
 #if EXAMPLE_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        gelu_avx512(x + begin, y + begin, end - begin);
+        return;
+      }
+    }
     if (simd) {
       gelu_avx2(x + begin, y + begin, end - begin);
       return;

@@ -10,6 +10,7 @@
 #include "kernel_utils.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace example {
 namespace {
@@ -33,6 +34,38 @@ void gelu_bwd_scalar(const T* __restrict g, const T* __restrict x, T* __restrict
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 inline __m512 gelu_bwd16(__m512 g, __m512 x) {
+  const __m512 c1 = _mm512_set1_ps(float(-2.0 * kBeta));
+  const __m512 c3 = _mm512_set1_ps(float(-2.0 * kBeta * kKappa));
+  const __m512 d1 = _mm512_set1_ps(float(2.0 * kBeta));
+  const __m512 d3 = _mm512_set1_ps(float(2.0 * kBeta * 3.0 * kKappa));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  const __m512 e = kutil::exp512_ps(_mm512_mul_ps(x, _mm512_fmadd_ps(x2, c3, c1)));
+  const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  const __m512 du2 = _mm512_fmadd_ps(x2, d3, d1);            // 2 u'(x)
+  const __m512 xs1 = _mm512_mul_ps(x, _mm512_sub_ps(one, s));  // x (1 - s)
+  return _mm512_mul_ps(g, _mm512_mul_ps(s, _mm512_fmadd_ps(xs1, du2, one)));
+}
+
+EXAMPLE_AVX512 void gelu_bwd_avx512(const float* __restrict g, const float* __restrict x,
+                                    float* __restrict o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = gelu_bwd16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i));
+    const __m512 b = gelu_bwd16(_mm512_loadu_ps(g + i + 16), _mm512_loadu_ps(x + i + 16));
+    _mm512_storeu_ps(o + i, a);
+    _mm512_storeu_ps(o + i + 16, b);
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, gelu_bwd16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = kutil::tail_mask16(n - i);
+    _mm512_mask_storeu_ps(o + i, m, gelu_bwd16(_mm512_maskz_loadu_ps(m, g + i),
+                                               _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 EXAMPLE_AVX2 inline __m256 gelu_bwd8(__m256 g, __m256 x) {
   const __m256 c1 = _mm256_set1_ps(float(-2.0 * kBeta));
   const __m256 c3 = _mm256_set1_ps(float(-2.0 * kBeta * kKappa));
@@ -103,8 +136,15 @@ EXAMPLE_AVX2 void gelu_bwd_avx2(const double* __restrict g, const double* __rest
 template <typename T>
 void gelu_bwd_impl(const T* g, const T* x, T* o, int64_t n) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   torch::stable::parallel_for(0, n, kutil::kElementwiseGrain, [&](int64_t begin, int64_t end) {
 #if EXAMPLE_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        gelu_bwd_avx512(g + begin, x + begin, o + begin, end - begin);
+        return;
+      }
+    }
     if (simd) {
       gelu_bwd_avx2(g + begin, x + begin, o + begin, end - begin);
       return;

@@ -1,12 +1,12 @@
 // Shared helpers for the hand-written CPU kernels (user-owned, not generated).
 //
 // - argument checks with clear messages (device, dtype, shape)
-// - run-time CPU feature detection (AVX2 + FMA + F16C) so one binary runs on
-//   any x86-64: AVX2 code lives in functions marked EXAMPLE_AVX2 and is only
-//   called when cpu_has_avx2_fma() is true; every kernel has a scalar twin.
-//   EXAMPLE_FORCE_SCALAR=1 in the environment (or -DEXAMPLE_FORCE_SCALAR at
-//   build time) selects the scalar twins, so one build can test both paths.
-// - AVX2 exp() for float/double (used by gelu / gelu_backward).
+// - run-time CPU feature detection (Note [Run-time ISA dispatch]) so one
+//   binary runs on any x86-64 and uses what the host has: AVX-512 code lives
+//   in functions marked EXAMPLE_AVX512, called when cpu_has_avx512(); AVX2 in
+//   EXAMPLE_AVX2 functions, called when cpu_has_avx2_fma(); every kernel has a
+//   scalar twin.
+// - AVX2 and AVX-512 exp() for float (double: AVX2), used by gelu / gelu_backward.
 // - float16 / bfloat16 <-> float32 conversions (scalar and AVX2/F16C), and the
 //   "round to the storage dtype" step that lets a kernel reproduce PyTorch's
 //   per-operation rounding of reduced-precision tensors (rms_norm, rotary).
@@ -38,13 +38,30 @@
 #include <cstdlib>
 #include <cstring>
 
+// Note [Run-time ISA dispatch]
+// The library is compiled for baseline x86-64 (no -march flag), so it loads on
+// every x86-64 host. Faster code paths are compiled per function with a target
+// attribute and called only after a run-time check says the CPU (and the OS,
+// which must save the wider registers) supports them:
+//   EXAMPLE_AVX512: AVX-512 F/BW/VL/DQ (Skylake-SP and later Xeons, Zen 4), 16 floats a vector;
+//   EXAMPLE_AVX2:   AVX2 + FMA + F16C (Haswell and later, Zen), 8 floats a vector;
+//   scalar:         portable C++, for every other CPU.
+// An AVX-512 function may call AVX2 helpers (its target includes theirs), never
+// the reverse. cpu_isa() picks the best level once; EXAMPLE_CPU_ISA=scalar,
+// avx2 or avx512 in the environment caps it (EXAMPLE_FORCE_SCALAR=1 is
+// EXAMPLE_CPU_ISA=scalar; -DEXAMPLE_FORCE_SCALAR at build time too), so one
+// build tests every path the host has. The C function example_cpu_isa()
+// (cpu_isa.cpp) says which level the library runs.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EXAMPLE_X86 1
 #define EXAMPLE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define EXAMPLE_AVX512 \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
 #define EXAMPLE_X86 0
 #define EXAMPLE_AVX2
+#define EXAMPLE_AVX512
 #endif
 
 namespace example {
@@ -59,20 +76,68 @@ using BFloat16 = torch::headeronly::BFloat16;
 // ~64K elements the fork/join costs more than it saves.
 constexpr int64_t kElementwiseGrain = 1 << 16;
 
-// True when the AVX2 + FMA + F16C kernels may run (checked once).
-inline bool cpu_has_avx2_fma() {
-#if EXAMPLE_X86 && !defined(EXAMPLE_FORCE_SCALAR)  // -DEXAMPLE_FORCE_SCALAR: test the fallback
-  static const bool ok = [] {
-    const char* force = std::getenv("EXAMPLE_FORCE_SCALAR");
-    if (force != nullptr && force[0] != '\0' && force[0] != '0') return false;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-  }();
-  return ok;
+// The SIMD levels of Note [Run-time ISA dispatch], in increasing order.
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+inline const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
+}
+
+// The best level this CPU and OS support.
+inline Isa host_isa() {
+#if EXAMPLE_X86
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")))
+    return Isa::scalar;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return Isa::avx512;
+  return Isa::avx2;
 #else
-  return false;
+  return Isa::scalar;
 #endif
 }
+
+// The level the kernels run: the host's, capped by EXAMPLE_CPU_ISA /
+// EXAMPLE_FORCE_SCALAR (checked once; a cap above the host's changes nothing).
+inline Isa cpu_isa() {
+#if EXAMPLE_X86 && !defined(EXAMPLE_FORCE_SCALAR)  // -DEXAMPLE_FORCE_SCALAR: test the fallback
+  static const Isa isa = [] {
+    const char* force = std::getenv("EXAMPLE_FORCE_SCALAR");
+    if (force != nullptr && force[0] != '\0' && force[0] != '0') return Isa::scalar;
+    Isa best = host_isa();
+    const char* cap = std::getenv("EXAMPLE_CPU_ISA");
+    if (cap != nullptr && cap[0] != '\0') {
+      Isa asked = Isa::scalar;
+      if (std::strcmp(cap, "avx512") == 0)
+        asked = Isa::avx512;
+      else if (std::strcmp(cap, "avx2") == 0)
+        asked = Isa::avx2;
+      else
+        STD_TORCH_CHECK(std::strcmp(cap, "scalar") == 0, "EXAMPLE_CPU_ISA=", cap,
+                        " is not a SIMD level: use scalar, avx2 or avx512");
+      best = std::min(best, asked);
+    }
+    return best;
+  }();
+  return isa;
+#else
+  return Isa::scalar;
+#endif
+}
+
+// True when the AVX2 + FMA + F16C kernels may run.
+inline bool cpu_has_avx2_fma() { return cpu_isa() >= Isa::avx2; }
+
+// True when the AVX-512 (F, BW, VL, DQ) kernels may run.
+inline bool cpu_has_avx512() { return cpu_isa() >= Isa::avx512; }
 
 inline const char* dtype_name(ScalarType st) { return torch::headeronly::toString(st); }
 
@@ -339,6 +404,113 @@ EXAMPLE_AVX2 inline void store_n(T* p, __m256 v, int64_t n) {
   T buf[8];
   store8(buf, v);
   std::memcpy(static_cast<void*>(p), buf, sizeof(T) * n);
+}
+
+// ---- AVX-512: 16 lanes of float32 ----------------------------------------------
+
+// exp for 16 floats: the polynomial of exp256_ps, with 2^n by scalef, which
+// overflows to +inf above ~88.72 and goes through the denormals to 0 below;
+// NaN in -> NaN out.
+EXAMPLE_AVX512 inline __m512 exp512_ps(__m512 x) {
+  const __mmask16 isnan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), isnan, x);
+}
+
+// Mask of the first `rem` (0..16) lanes.
+inline __mmask16 tail_mask16(int64_t rem) {
+  return static_cast<__mmask16>((1u << rem) - 1u);
+}
+
+EXAMPLE_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+EXAMPLE_AVX512 inline __m512 load16(const Half* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+EXAMPLE_AVX512 inline __m512 load16(const BFloat16* p) {
+  const __m512i w =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// The first n (< 16) elements, zero-filled.
+EXAMPLE_AVX512 inline __m512 load16_n(const float* p, int64_t n) {
+  return _mm512_maskz_loadu_ps(tail_mask16(n), p);
+}
+EXAMPLE_AVX512 inline __m512 load16_n(const Half* p, int64_t n) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask16(n), p));
+}
+EXAMPLE_AVX512 inline __m512 load16_n(const BFloat16* p, int64_t n) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(tail_mask16(n), p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// float32 -> bfloat16 bits in the low half of each 32-bit lane, round to
+// nearest even, NaN -> 0x7FC0 (as c10::BFloat16 and bf16_bits above).
+EXAMPLE_AVX512 inline __m512i bf16_bits16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+  return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                               _mm512_set1_epi32(0x7FC0));
+}
+
+EXAMPLE_AVX512 inline __m256i half_bits16(__m512 v) {
+  return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+EXAMPLE_AVX512 inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+EXAMPLE_AVX512 inline void store16(Half* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), half_bits16(v));
+}
+EXAMPLE_AVX512 inline void store16(BFloat16* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bf16_bits16(v)));
+}
+
+EXAMPLE_AVX512 inline void store16_n(float* p, __m512 v, int64_t n) {
+  _mm512_mask_storeu_ps(p, tail_mask16(n), v);
+}
+EXAMPLE_AVX512 inline void store16_n(Half* p, __m512 v, int64_t n) {
+  _mm256_mask_storeu_epi16(p, tail_mask16(n), half_bits16(v));
+}
+EXAMPLE_AVX512 inline void store16_n(BFloat16* p, __m512 v, int64_t n) {
+  _mm256_mask_storeu_epi16(p, tail_mask16(n), _mm512_cvtepi32_epi16(bf16_bits16(v)));
+}
+
+// 32 elements from two vectors: bfloat16 packs both with one packus and one
+// permute (two vpmovdw cost twice the shuffle port).
+EXAMPLE_AVX512 inline void store32(float* p, __m512 lo, __m512 hi) {
+  _mm512_storeu_ps(p, lo);
+  _mm512_storeu_ps(p + 16, hi);
+}
+EXAMPLE_AVX512 inline void store32(Half* p, __m512 lo, __m512 hi) {
+  store16(p, lo);
+  store16(p + 16, hi);
+}
+EXAMPLE_AVX512 inline void store32(BFloat16* p, __m512 lo, __m512 hi) {
+  const __m512i packed = _mm512_packus_epi32(bf16_bits16(lo), bf16_bits16(hi));
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  _mm512_storeu_si512(p, _mm512_permutexvar_epi64(order, packed));
+}
+
+// v rounded to T and back (per-operation rounding of fp16/bf16 math).
+EXAMPLE_AVX512 inline __m512 round16(__m512 v, const float*) { return v; }
+EXAMPLE_AVX512 inline __m512 round16(__m512 v, const Half*) {
+  return _mm512_cvtph_ps(half_bits16(v));
+}
+EXAMPLE_AVX512 inline __m512 round16(__m512 v, const BFloat16*) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(bf16_bits16(v), 16));
 }
 #endif  // EXAMPLE_X86
 

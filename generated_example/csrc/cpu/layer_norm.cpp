@@ -9,6 +9,7 @@
 #include "kernel_utils.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace example {
 namespace {
@@ -35,6 +36,65 @@ void ln_rows_scalar(const T* x, const T* w, const T* b, T* y, int64_t r0,
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 void ln_rows_avx512(const float* x, const float* w, const float* b, float* y,
+                                   int64_t r0, int64_t r1, int64_t N, float eps) {
+  const int64_t N16 = N & ~int64_t(15);
+  const int64_t N64 = N & ~int64_t(63);
+  const __mmask16 tail = kutil::tail_mask16(N - N16);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * N;
+    float* yr = y + r * N;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t j = 0;
+    for (; j < N64; j += 64) {
+      s0 = _mm512_add_ps(s0, _mm512_loadu_ps(xr + j));
+      s1 = _mm512_add_ps(s1, _mm512_loadu_ps(xr + j + 16));
+      s2 = _mm512_add_ps(s2, _mm512_loadu_ps(xr + j + 32));
+      s3 = _mm512_add_ps(s3, _mm512_loadu_ps(xr + j + 48));
+    }
+    for (; j < N16; j += 16) s0 = _mm512_add_ps(s0, _mm512_loadu_ps(xr + j));
+    s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(tail, xr + j));
+    const float mean =
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))) /
+        float(N);
+    const __m512 vm = _mm512_set1_ps(mean);
+    s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (j = 0; j < N64; j += 64) {
+      const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(xr + j), vm);
+      const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(xr + j + 16), vm);
+      const __m512 d2 = _mm512_sub_ps(_mm512_loadu_ps(xr + j + 32), vm);
+      const __m512 d3 = _mm512_sub_ps(_mm512_loadu_ps(xr + j + 48), vm);
+      s0 = _mm512_fmadd_ps(d0, d0, s0);
+      s1 = _mm512_fmadd_ps(d1, d1, s1);
+      s2 = _mm512_fmadd_ps(d2, d2, s2);
+      s3 = _mm512_fmadd_ps(d3, d3, s3);
+    }
+    for (; j < N16; j += 16) {
+      const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(xr + j), vm);
+      s0 = _mm512_fmadd_ps(d0, d0, s0);
+    }
+    const __m512 dt = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, xr + j), vm);
+    s1 = _mm512_fmadd_ps(dt, dt, s1);
+    const float v =
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    const __m512 vr = _mm512_set1_ps(1.0f / std::sqrt(v / float(N) + eps));
+    // While this row is written, the next one comes into L2 (rows start otherwise
+    // waiting for memory).
+    const char* next = r + 1 < r1 ? reinterpret_cast<const char*>(xr + N) : nullptr;
+    for (j = 0; j < N16; j += 16) {
+      if (next != nullptr) _mm_prefetch(next + 4 * j, _MM_HINT_T1);
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + j), vm), vr);
+      _mm512_storeu_ps(yr + j,
+                       _mm512_fmadd_ps(xh, _mm512_loadu_ps(w + j), _mm512_loadu_ps(b + j)));
+    }
+    if (j < N) {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, xr + j), vm), vr);
+      _mm512_mask_storeu_ps(yr + j, tail, _mm512_fmadd_ps(xh, _mm512_maskz_loadu_ps(tail, w + j),
+                                                          _mm512_maskz_loadu_ps(tail, b + j)));
+    }
+  }
+}
+
 EXAMPLE_AVX2 void ln_rows_avx2(const float* x, const float* w, const float* b,
                                float* y, int64_t r0, int64_t r1, int64_t N,
                                float eps) {
@@ -136,10 +196,17 @@ template <typename T>
 void ln_impl(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t N,
              double eps) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   // ~32K elements of work per task at least.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / N);
   torch::stable::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
 #if EXAMPLE_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        ln_rows_avx512(x, w, b, y, r0, r1, N, T(eps));
+        return;
+      }
+    }
     if (simd) {
       ln_rows_avx2(x, w, b, y, r0, r1, N, T(eps));
       return;

@@ -15,6 +15,7 @@
 #include "kernel_utils.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace example {
@@ -59,6 +60,76 @@ void lnb_rows_scalar(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db,
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 void lnb_rows_avx512(const float* dy, const float* x, const float* w, float* dx,
+                                    float* dw, float* db, int64_t r0, int64_t r1, int64_t N,
+                                    float eps) {
+  const int64_t N16 = N & ~int64_t(15);
+  const int64_t N32 = N & ~int64_t(31);
+  const __mmask16 tail = kutil::tail_mask16(N - N16);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * N;
+    const float* gr = dy + r * N;
+    float* dxr = dx + r * N;
+    // mean
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t j = 0;
+    for (; j < N32; j += 32) {
+      s0 = _mm512_add_ps(s0, _mm512_loadu_ps(xr + j));
+      s1 = _mm512_add_ps(s1, _mm512_loadu_ps(xr + j + 16));
+    }
+    for (; j < N16; j += 16) s0 = _mm512_add_ps(s0, _mm512_loadu_ps(xr + j));
+    s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(tail, xr + j));
+    const float mean = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / float(N);
+    const __m512 vm = _mm512_set1_ps(mean);
+    // variance
+    s0 = _mm512_setzero_ps(), s1 = s0;
+    for (j = 0; j < N32; j += 32) {
+      const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(xr + j), vm);
+      const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(xr + j + 16), vm);
+      s0 = _mm512_fmadd_ps(d0, d0, s0);
+      s1 = _mm512_fmadd_ps(d1, d1, s1);
+    }
+    for (; j < N16; j += 16) {
+      const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(xr + j), vm);
+      s0 = _mm512_fmadd_ps(d0, d0, s0);
+    }
+    const __m512 dt = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, xr + j), vm);
+    s1 = _mm512_fmadd_ps(dt, dt, s1);
+    const float v = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    const float rstd = 1.0f / std::sqrt(v / float(N) + eps);
+    const __m512 vr = _mm512_set1_ps(rstd);
+    // row sums + dweight/dbias partials (the masked tail adds zeros)
+    __m512 a0 = _mm512_setzero_ps(), c0 = a0;
+    for (j = 0; j < N; j += 16) {
+      const __mmask16 m = j < N16 ? __mmask16(0xFFFF) : tail;
+      const __m512 xh = _mm512_maskz_mul_ps(
+          m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), vr);
+      const __m512 gy = _mm512_maskz_loadu_ps(m, gr + j);
+      const __m512 g = _mm512_mul_ps(gy, _mm512_maskz_loadu_ps(m, w + j));
+      a0 = _mm512_add_ps(a0, g);
+      c0 = _mm512_fmadd_ps(g, xh, c0);
+      _mm512_mask_storeu_ps(dw + j, m, _mm512_fmadd_ps(gy, xh, _mm512_maskz_loadu_ps(m, dw + j)));
+      _mm512_mask_storeu_ps(db + j, m, _mm512_add_ps(gy, _mm512_maskz_loadu_ps(m, db + j)));
+    }
+    // dx = rstd*g - rstd*mean(g) - xhat*rstd*mean(g*xhat)
+    const __m512 vka = _mm512_set1_ps(rstd * _mm512_reduce_add_ps(a0) / float(N));
+    const __m512 vkc = _mm512_set1_ps(rstd * _mm512_reduce_add_ps(c0) / float(N));
+    // While dx is written, the next rows of x and dy come into L2.
+    const bool last = r + 1 == r1;
+    for (j = 0; j < N; j += 16) {
+      if (!last) {
+        _mm_prefetch(reinterpret_cast<const char*>(xr + N + j), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(gr + N + j), _MM_HINT_T1);
+      }
+      const __mmask16 m = j < N16 ? __mmask16(0xFFFF) : tail;
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), vr);
+      const __m512 g =
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(m, gr + j), _mm512_maskz_loadu_ps(m, w + j));
+      _mm512_mask_storeu_ps(dxr + j, m, _mm512_fnmadd_ps(xh, vkc, _mm512_fmsub_ps(g, vr, vka)));
+    }
+  }
+}
+
 EXAMPLE_AVX2 void lnb_rows_avx2(const float* dy, const float* x, const float* w,
                                 float* dx, float* dw, float* db, int64_t r0,
                                 int64_t r1, int64_t N, float eps) {
@@ -195,6 +266,7 @@ template <typename T>
 void lnb_impl(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db,
               int64_t rows, int64_t N, double eps) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   const int64_t nthreads = std::max<int64_t>(1, torch::stable::get_num_threads());
   // Enough rows per chunk that the partial reduction (nchunks * N) stays small
   // next to the main work (rows * N).
@@ -210,6 +282,12 @@ void lnb_impl(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db,
       T* pdw = c == 0 ? dw : partial.data() + (c - 1) * 2 * N;
       T* pdb = c == 0 ? db : pdw + N;
 #if EXAMPLE_X86
+      if constexpr (std::is_same_v<T, float>) {
+        if (wide) {
+          lnb_rows_avx512(dy, x, w, dx, pdw, pdb, r0, r1, N, T(eps));
+          continue;
+        }
+      }
       if (simd) {
         lnb_rows_avx2(dy, x, w, dx, pdw, pdb, r0, r1, N, T(eps));
         continue;

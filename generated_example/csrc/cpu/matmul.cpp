@@ -7,27 +7,38 @@
 //     each task packs its MC x KC block of A into MR-row panels (zero-padded)
 //     in a per-thread buffer (L2) and, for every NR sliver of B (L1), runs the
 //     register-blocked micro-kernel over every MR panel of A;
-//   * micro-kernel: AVX2 FMA, MR x NR = 6 x 16 floats / 6 x 8 doubles (12 ymm
-//     accumulators, 2 B loads + 6 broadcasts + 12 FMA per k).
-// Scalar fallback: same packing/blocking, portable micro-kernel.
+//   * micro-kernels (Note [Run-time ISA dispatch] in kernel_utils.h picks one):
+//     AVX-512 float32: MR x NR = 14 x 32 (28 zmm accumulators, 2 B loads +
+//       14 broadcasts + 28 FMA per k); products under ~160^3 skip the packing
+//       and read A and B in place, in 8 x 32 tiles;
+//     AVX2 FMA: 6 x 16 floats / 6 x 8 doubles (12 ymm accumulators, 2 B loads
+//       + 6 broadcasts + 12 FMA per k);
+//     scalar: the AVX2 blocking with a portable micro-kernel.
 #include "../matmul.h"
 #include "kernel_utils.h"
 
 #include <cstdlib>
 #include <memory>
+#include <type_traits>
 
 namespace example {
 namespace {
 
 using kutil::Tensor;
 
-constexpr int64_t kMR = 6;
+constexpr int64_t kMR = 6;  // AVX2 and scalar micro-tiles
 template <typename T> struct NRof;
 template <> struct NRof<float> { static constexpr int64_t value = 16; };
 template <> struct NRof<double> { static constexpr int64_t value = 8; };
+constexpr int64_t kMR512 = 14, kNR512 = 32;  // AVX-512 float32 micro-tile
 
-constexpr int64_t kKC = 256;     // depth of a packed block
-constexpr int64_t kMCmax = 144;  // rows of A per task (multiple of kMR)
+constexpr int64_t kKC = 256;       // depth of a packed block
+constexpr int64_t kMCrows = 144;   // rows of A per task, about (rounded to the micro-tile)
+
+// A micro-kernel: C[0:mr, 0:nr] (+)= Ap (kc x MR, packed) @ Bp (kc x NR, packed).
+template <typename T>
+using Ukernel = void (*)(int64_t kc, const T* Ap, const T* Bp, T* C, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate);
 
 // Per-thread scratch buffer that grows and is reused across calls (a fresh
 // multi-MB malloc per call costs page faults comparable to the compute).
@@ -80,10 +91,28 @@ void pack_b_sliver(const T* B, int64_t ldb, int64_t N, int64_t k0, int64_t kc,
   }
 }
 
-// A rows [i0, i0+mr) x cols [k0, k0+kc) -> dst[k][kMR] (zero-padded past mr).
-template <typename T>
+// A rows [i0, i0+mr) x cols [k0, k0+kc) -> dst[k][MR] (zero-padded past mr).
+template <typename T, int64_t MR>
 void pack_a_panel(const T* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
                   int64_t kc, T* dst) {
+  if constexpr (MR != kMR) {
+    if (mr == MR) {
+      // Row by row: reading MR rows side by side would touch MR lines lda apart at once,
+      // which share one L1 set when lda is a multiple of 4 KB (1024 floats).
+      for (int64_t r = 0; r < MR; ++r) {
+        const T* a = A + (i0 + r) * lda + k0;
+        for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = a[k];
+      }
+      return;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      T* d = dst + k * MR;
+      int64_t r = 0;
+      for (; r < mr; ++r) d[r] = A[(i0 + r) * lda + k0 + k];
+      for (; r < MR; ++r) d[r] = T(0);
+    }
+    return;
+  }
   if (mr == kMR) {
     const T* a0 = A + (i0 + 0) * lda + k0;
     const T* a1 = A + (i0 + 1) * lda + k0;
@@ -137,6 +166,75 @@ void ukernel_scalar(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
 }
 
 #if EXAMPLE_X86
+// MR x 32: MR rows of 2 zmm accumulators (MR = 14: 28 of the 32 registers).
+template <int MR>
+EXAMPLE_AVX512 void ukernel_avx512(int64_t kc, const float* __restrict Ap,
+                                   const float* __restrict Bp, float* C, int64_t ldc,
+                                   int64_t mr, int64_t nr, bool accumulate) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(Bp);
+    const __m512 b1 = _mm512_load_ps(Bp + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(Ap[r]);
+      c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+    }
+    Ap += MR;
+    Bp += kNR512;
+  }
+  // Columns [0, 16) and [16, 32) of a partial tile are masked; rows past mr are not written.
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : kutil::tail_mask16(nr);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : kutil::tail_mask16(std::max<int64_t>(0, nr - 16));
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* c = C + r * ldc;
+    if (accumulate) {
+      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, c));
+      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, c0[r]);
+    _mm512_mask_storeu_ps(c + 16, m1, c1[r]);
+  }
+}
+
+// The same tile read straight from A and B (no packing): for small products, where
+// packing costs as much as the math. Rows past mr re-read the last valid row (their
+// results are not stored); columns past nr are masked off.
+template <int MR>
+EXAMPLE_AVX512 void ukernel_avx512_direct(int64_t K, const float* A, int64_t lda, const float* B,
+                                          int64_t ldb, float* C, int64_t ldc, int64_t mr,
+                                          int64_t nr) {
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : kutil::tail_mask16(nr);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : kutil::tail_mask16(std::max<int64_t>(0, nr - 16));
+  const float* a[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) a[r] = A + std::min<int64_t>(r, mr - 1) * lda;
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
+    const __m512 b1 = _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r][k]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+  }
+}
+
 EXAMPLE_AVX2 void ukernel_avx2(int64_t kc, const float* __restrict Ap,
                                const float* __restrict Bp, float* C, int64_t ldc,
                                int64_t mr, int64_t nr, bool accumulate) {
@@ -363,11 +461,9 @@ void gemv_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
 }
 
 // ---- driver --------------------------------------------------------------------
-template <typename T>
-void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
-  if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
-  constexpr int64_t NR = NRof<T>::value;
-  const bool simd = kutil::cpu_has_avx2_fma();
+// C = A @ B with MR x NR micro-tiles computed by `uk`.
+template <typename T, int64_t MR, int64_t NR>
+void gemm_packed(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, Ukernel<T> uk) {
   const int64_t nthreads = std::max<int64_t>(1, torch::stable::get_num_threads());
 
   // K blocks of (nearly) equal depth <= kKC.
@@ -388,49 +484,86 @@ void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) 
 
   // Task grid: row blocks (boundaries on MR multiples, sizes differ by <= MR)
   // x column blocks (only split when there are too few row blocks).
-  const int64_t npanels = (M + kMR - 1) / kMR;
-  int64_t mb = std::max<int64_t>(1, (M + kMCmax - 1) / kMCmax);
-  if (mb > 1) mb = ((mb + nthreads - 1) / nthreads) * nthreads;
-  mb = std::min(mb, npanels);
+  // Rows first: a column block repacks its row block of A, a row block packs only its own.
+  const int64_t npanels = (M + MR - 1) / MR;
+  const int64_t mc_panels = std::max<int64_t>(1, kMCrows / MR);
+  int64_t mb = std::max<int64_t>(1, (npanels + mc_panels - 1) / mc_panels);
+  mb = std::min(npanels, ((mb + nthreads - 1) / nthreads) * nthreads);
   int64_t nb = 1;
-  if (mb < 2 * nthreads) nb = std::min<int64_t>(nsl, (2 * nthreads + mb - 1) / mb);
+  if (mb < nthreads) nb = std::min<int64_t>(nsl, (nthreads + mb - 1) / mb);
   const int64_t ntasks = mb * nb;
   const int64_t flops_per_task = 2 * M * N * K / std::max<int64_t>(ntasks, 1);
   const int64_t grain = flops_per_task >= (int64_t(1) << 17) ? 1 : ntasks;
 
   torch::stable::parallel_for(0, ntasks, grain, [&](int64_t t0, int64_t t1) {
     const int64_t max_panels = (npanels + mb - 1) / mb + 1;
-    T* Ap = tl_apack.get<T>(size_t(max_panels) * kMR * std::min(K, kKC + 1));
+    T* Ap = tl_apack.get<T>(size_t(max_panels) * MR * std::min(K, kKC + 1));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / nb, jb = t % nb;
-      const int64_t i0 = (npanels * ib / mb) * kMR;
-      const int64_t i1 = std::min(M, (npanels * (ib + 1) / mb) * kMR);
+      const int64_t i0 = (npanels * ib / mb) * MR;
+      const int64_t i1 = std::min(M, (npanels * (ib + 1) / mb) * MR);
       const int64_t s0 = nsl * jb / nb, s1 = nsl * (jb + 1) / nb;
       for (int64_t kb = 0; kb < nkb; ++kb) {
         const int64_t k0 = K * kb / nkb, k1 = K * (kb + 1) / nkb, kc = k1 - k0;
         // pack A[i0:i1, k0:k1]
         int64_t np = 0;
-        for (int64_t i = i0; i < i1; i += kMR, ++np)
-          pack_a_panel(A, K, i, std::min(kMR, i1 - i), k0, kc, Ap + np * kc * kMR);
+        for (int64_t i = i0; i < i1; i += MR, ++np)
+          pack_a_panel<T, MR>(A, K, i, std::min(MR, i1 - i), k0, kc, Ap + np * kc * MR);
         for (int64_t s = s0; s < s1; ++s) {
           const T* bs = Bp + k0 * Npad + s * kc * NR;
           const int64_t n0 = s * NR, nr = std::min(NR, N - n0);
           for (int64_t p = 0; p < np; ++p) {
-            const int64_t i = i0 + p * kMR, mr = std::min(kMR, i1 - i);
-            T* c = C + i * N + n0;
-#if EXAMPLE_X86
-            if (simd) {
-              ukernel_avx2(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
-              continue;
-            }
-#endif
-            ukernel_scalar<T, NR>(kc, Ap + p * kc * kMR, bs, c, N, mr, nr, kb > 0);
+            const int64_t i = i0 + p * MR, mr = std::min(MR, i1 - i);
+            uk(kc, Ap + p * kc * MR, bs, C + i * N + n0, N, mr, nr, kb > 0);
           }
         }
       }
     }
   });
   tl_bpack.trim(size_t(64) << 20);
+}
+
+#if EXAMPLE_X86
+// Products up to this many multiply-adds (about 160^3) skip packing, in 8 x 32 tiles
+// (8 divides the usual sizes, so no row of a tile is wasted).
+constexpr int64_t kDirectMax = int64_t(1) << 22;
+constexpr int kDirectMR = 8;
+
+template <int DMR>
+void gemm_direct_avx512(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                        int64_t K) {
+  const int64_t npanels = (M + DMR - 1) / DMR;
+  const int64_t nsl = (N + kNR512 - 1) / kNR512;
+  // Tasks of at least ~1M multiply-adds: below that a second thread costs more than it saves.
+  const int64_t tile = DMR * kNR512 * K;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(tile, 1));
+  torch::stable::parallel_for(0, npanels * nsl, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = (t / nsl) * DMR, n0 = (t % nsl) * kNR512;
+      ukernel_avx512_direct<DMR>(K, A + i * K, K, B + n0, N, C + i * N + n0, N,
+                                         std::min<int64_t>(DMR, M - i), std::min(kNR512, N - n0));
+    }
+  });
+}
+#endif
+
+template <typename T>
+void matmul_impl(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+  if (N == 1 || M == 1) return gemv_impl(A, B, C, M, N, K);
+  constexpr int64_t NR = NRof<T>::value;
+#if EXAMPLE_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (kutil::cpu_has_avx512()) {
+      if (M * N * K <= kDirectMax) return gemm_direct_avx512<kDirectMR>(A, B, C, M, N, K);
+      return gemm_packed<float, kMR512, kNR512>(A, B, C, M, N, K, ukernel_avx512<int(kMR512)>);
+    }
+  }
+  if (kutil::cpu_has_avx2_fma()) {
+    Ukernel<T> uk = ukernel_avx2;
+    return gemm_packed<T, kMR, NR>(A, B, C, M, N, K, uk);
+  }
+#endif
+  gemm_packed<T, kMR, NR>(A, B, C, M, N, K, ukernel_scalar<T, NR>);
 }
 
 }  // namespace

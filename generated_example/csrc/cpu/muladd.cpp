@@ -2,6 +2,8 @@
 #include "../muladd.h"
 #include "kernel_utils.h"
 
+#include <type_traits>
+
 namespace example {
 namespace {
 
@@ -14,6 +16,26 @@ void muladd_scalar(const T* __restrict a, const T* __restrict b, T c,
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 void muladd_avx512(const float* __restrict a, const float* __restrict b,
+                                  float c, float* __restrict o, int64_t n) {
+  const __m512 vc = _mm512_set1_ps(c);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 x0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), vc);
+    const __m512 x1 =
+        _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), vc);
+    _mm512_storeu_ps(o + i, x0);
+    _mm512_storeu_ps(o + i + 16, x1);
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), vc));
+  if (i < n) {
+    const __mmask16 m = kutil::tail_mask16(n - i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                                    _mm512_maskz_loadu_ps(m, b + i), vc));
+  }
+}
+
 EXAMPLE_AVX2 void muladd_avx2(const float* __restrict a, const float* __restrict b,
                               float c, float* __restrict o, int64_t n) {
   const __m256 vc = _mm256_set1_ps(c);
@@ -56,8 +78,15 @@ EXAMPLE_AVX2 void muladd_avx2(const double* __restrict a, const double* __restri
 template <typename T>
 void muladd_impl(const T* a, const T* b, T c, T* o, int64_t n) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   torch::stable::parallel_for(0, n, kutil::kElementwiseGrain, [&](int64_t begin, int64_t end) {
 #if EXAMPLE_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        muladd_avx512(a + begin, b + begin, c, o + begin, end - begin);
+        return;
+      }
+    }
     if (simd) {
       muladd_avx2(a + begin, b + begin, c, o + begin, end - begin);
       return;

@@ -1,6 +1,7 @@
 // CPU kernel of example::rms_norm (user-owned).
 //
-// One row at a time: the sum of squares (float32, 4 x 8 AVX2 accumulators),
+// One row at a time: the sum of squares (float32, 4 vector accumulators: AVX-512
+// or AVX2, Note [Run-time ISA dispatch]),
 // then the scaled row times weight written to `result`; the second pass reads
 // the row again from L1/L2. Rows are split across threads. Arithmetic and
 // roundings: rms_norm_rows.h.
@@ -15,11 +16,21 @@ using kutil::Tensor;
 template <typename T>
 void rms_norm_rows(const T* x, const T* w, T* y, int64_t rows, int64_t n, double eps) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = kutil::cpu_has_avx512();
+  const std::vector<float> wf = wide ? rmsnorm::float_weight(w, n) : std::vector<float>();
   torch::stable::parallel_for(0, rows, kutil::row_grain(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * n;
       T* yr = y + r * n;
 #if EXAMPLE_X86
+      if (wide) {
+        const float s = rmsnorm::inv_rms(rmsnorm::sumsq_avx512(xr, n), n, eps);
+        if constexpr (std::is_same_v<T, float>)
+          rmsnorm::scale_row_avx512(xr, w, yr, n, s, r + 1 < r1 ? xr + n : nullptr);
+        else
+          rmsnorm::scale_row_avx512(xr, wf.data(), yr, n, s, r + 1 < r1 ? xr + n : nullptr);
+        continue;
+      }
       if (simd) {
         const float s = rmsnorm::inv_rms(rmsnorm::sumsq_avx2(xr, n), n, eps);
         rmsnorm::scale_row_avx2(xr, w, yr, n, s);

@@ -2,6 +2,8 @@
 #include "../vector_add.h"
 #include "kernel_utils.h"
 
+#include <type_traits>
+
 namespace example {
 namespace {
 
@@ -14,6 +16,28 @@ void add_scalar(const T* __restrict a, const T* __restrict b, T* __restrict o,
 }
 
 #if EXAMPLE_X86
+EXAMPLE_AVX512 void add_avx512(const float* __restrict a, const float* __restrict b,
+                               float* __restrict o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512 x0 = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+    const __m512 x1 = _mm512_add_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16));
+    const __m512 x2 = _mm512_add_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32));
+    const __m512 x3 = _mm512_add_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48));
+    _mm512_storeu_ps(o + i, x0);
+    _mm512_storeu_ps(o + i + 16, x1);
+    _mm512_storeu_ps(o + i + 32, x2);
+    _mm512_storeu_ps(o + i + 48, x3);
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  if (i < n) {
+    const __mmask16 m = kutil::tail_mask16(n - i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                                  _mm512_maskz_loadu_ps(m, b + i)));
+  }
+}
+
 EXAMPLE_AVX2 void add_avx2(const float* __restrict a, const float* __restrict b,
                            float* __restrict o, int64_t n) {
   int64_t i = 0;
@@ -62,8 +86,15 @@ EXAMPLE_AVX2 void add_avx2(const double* __restrict a, const double* __restrict 
 template <typename T>
 void add_impl(const T* a, const T* b, T* o, int64_t n) {
   const bool simd = kutil::cpu_has_avx2_fma();
+  const bool wide = std::is_same_v<T, float> && kutil::cpu_has_avx512();
   torch::stable::parallel_for(0, n, kutil::kElementwiseGrain, [&](int64_t begin, int64_t end) {
 #if EXAMPLE_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        add_avx512(a + begin, b + begin, o + begin, end - begin);
+        return;
+      }
+    }
     if (simd) {
       add_avx2(a + begin, b + begin, o + begin, end - begin);
       return;
