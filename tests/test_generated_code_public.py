@@ -189,6 +189,7 @@ def _record(project: Path, tmp_path: Path, *pytest_args: str) -> list[tuple[str,
     return out
 
 
+@pytest.mark.slow  # runs pytest in a fresh interpreter
 def test_the_recorder_sees_private_torch_reached_at_run_time(tmp_path: Path) -> None:
     project = tmp_path / "planted"
     (project / "tests").mkdir(parents=True)

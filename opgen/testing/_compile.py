@@ -1,8 +1,7 @@
 """torch.compile(fullgraph=True) against eager, or torch's documented error where it cannot.
 
-Note [What the generated tests expect]
-opgen/api/testing.py decides, from the schema, which of these a test asserts
-(`expect` of check_compile):
+What `expect` of check_compile asserts (opgen decides which, from the schema: Note [What the
+generated tests expect] in opgen/api/testing.py):
 - "alias_error": a return aliases an argument and the op has no
   torch.Tag.inplace/out: functionalization raises "Found a custom (non-ATen)
   operator whose output has alias annotations";

@@ -90,7 +90,7 @@ def check_opcheck(
 
     `schema` is the op's registered schema: the arguments go by position in its
     order. With `aot_error`, torch is documented to fail the aot test for this
-    schema (Note [What the generated tests expect] in `_compile.py`): the other
+    schema (Note [What the generated tests expect] in opgen/api/testing.py): the other
     tests must pass and the aot test must fail with that message.
     """
     from torch.testing._internal.optests import OpCheckError
