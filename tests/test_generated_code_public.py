@@ -5,13 +5,14 @@ Private is any `_` name under `torch` (`torch._C`, `torch._dynamo`,
 (documented for fake kernels). The generated tests may also parse schemas
 (`torch._C.parse_schema`); the checks of `opgen.testing` may use torch's testing
 utilities (TESTING_UTILITIES). Two ways of looking: every Python file opgen
-generates for a fresh Python project, a fresh C++ project and the reference
-set, read statically; and a fresh project's generated tests, run with a recorder
-of every private name the project's files and opgen.testing reach.
+generates for a fresh Python project, a fresh C++ project, a project that opts
+into the private-torch checks and the reference set, read statically; and a
+fresh project's generated tests, run with a recorder of every private name the
+project's files and opgen.testing reach.
 
-STILL_PRIVATE lists the generated run-time files that still use private torch:
-they are moving to public APIs, and each entry must still be needed (the test
-fails on an entry no file needs any more).
+OPT_IN_PRIVATE lists the generated files that use private torch by design: the
+checks a project opts into (Note [Private torch checks]). Each entry must still
+be needed: the test fails on an entry no generated file needs any more.
 """
 
 from __future__ import annotations
@@ -31,12 +32,11 @@ from opgen.new import new_op
 from _public_torch import RECORDER, is_allowed, scan
 from _support import EXAMPLE, clean_env
 
-# The generated run-time files that still use private torch (`<package>` is the package): the
-# op modules reach it through them. Remove an entry when its file uses public torch only.
-STILL_PRIVATE = (
-    "<package>/_runtime.py",  # the dispatcher bindings of the typed wrappers and kernels
-    "<package>/sharding.py",  # DTensor's sharding cache key (Note [Sharding cache key])
-)
+# The generated files that use private torch by design (`<package>` is the package): only a
+# project that lists checks in `[options] private_torch` gets them (Note [Private torch checks]).
+OPT_IN_PRIVATE = ("<package>/_private_torch.py",)
+# Every check a project can opt into.
+_PRIVATE_CHECKS = '["raw_handle_transforms", "raw_handle_versions", "sharding_cache_key"]'
 # What opgen.testing may use besides public torch: torch's testing utilities, and the
 # one knob that keeps dynamic-shape tests from tying sizes equal by chance.
 TESTING_UTILITIES = (
@@ -62,9 +62,9 @@ def _allowed(rel: str) -> tuple[str, ...]:
     return ()
 
 
-def _still_private(rel: str, package: str) -> str | None:
-    """The STILL_PRIVATE entry that covers the file, if one does."""
-    for pattern in STILL_PRIVATE:
+def _opted_in(rel: str, package: str) -> str | None:
+    """The OPT_IN_PRIVATE entry that covers the file, if one does."""
+    for pattern in OPT_IN_PRIVATE:
         if fnmatch.fnmatchcase(rel, pattern.replace("<package>", package)):
             return pattern
     return None
@@ -72,14 +72,18 @@ def _still_private(rel: str, package: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A fresh Python project and a fresh C++ project, as `opgen new` makes them."""
+    """A fresh Python project, a fresh C++ project and a Python project that opts into every
+    private-torch check, as `opgen new` makes them."""
     python, cpp = tmp_path_factory.mktemp("python"), tmp_path_factory.mktemp("cpp")
+    opted = tmp_path_factory.mktemp("opted_in")
     new_op(python, "mylib::foo")
-    (cpp / "opgen.toml").write_text(
-        '[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\nbackend = "cpp"\n'
-    )
+    project = '[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\n'
+    (cpp / "opgen.toml").write_text(project + 'backend = "cpp"\n')
     new_op(cpp, "mylib::bar", schema="(Tensor x, float alpha) -> Tensor", devices=("cpu", "cuda"))
-    return {"python": python, "cpp": cpp}
+    (opted / "opgen.toml").write_text(project + f"private_torch = {_PRIVATE_CHECKS}\n")
+    new_op(opted, "mylib::foo")
+    new_op(opted, "mylib::scale_", schema="(Tensor(a!) x, float alpha) -> ()")
+    return {"python": python, "cpp": cpp, "opted_in": opted}
 
 
 def _files(root: Path, generated_only: bool) -> dict[str, str]:
@@ -142,16 +146,17 @@ def test_generated_files_and_opgen_testing_use_no_private_torch(fresh: dict[str,
     for label, (package, text) in sources.items():
         rel = label.split(":", 1)[1]
         found = scan(text, _allowed(rel))
-        entry = _still_private(rel, package) if package else None
+        entry = _opted_in(rel, package) if package else None
         if entry:
             needed |= {entry} if found else set()
         elif found:
             problems += [f"{label}:{line}: {name}" for line, name in found]
     assert any(label.startswith("cpp:") and "_library.py" in label for label in sources)
     assert any(label.endswith("tests/test_sharding.py") for label in sources)
+    assert "check_raw_handle_refuses" in sources["opted_in:tests/test_foo.py"][1]
     assert not problems, "private torch in generated code:\n" + "\n".join(problems)
-    stale = sorted(set(STILL_PRIVATE) - needed)
-    assert not stale, f"no generated file needs these STILL_PRIVATE entries any more: {stale}"
+    stale = sorted(set(OPT_IN_PRIVATE) - needed)
+    assert not stale, f"no generated file needs these OPT_IN_PRIVATE entries any more: {stale}"
 
 
 def _record(project: Path, tmp_path: Path, *pytest_args: str) -> list[tuple[str, int, str]]:
@@ -219,14 +224,10 @@ def test_at_run_time_the_tests_and_opgen_testing_reach_no_private_torch(
     seen = _record(
         fresh["python"], tmp_path, "-k", "not compile and not dynamic and not export", "tests"
     )
-    problems, needed = [], set()
-    for rel, line, used in seen:
-        entry = _still_private(rel, "mylib")
-        if entry:
-            needed.add(entry)
-        elif not is_allowed(used, _allowed(rel), imported=True):
-            problems.append(f"{rel}:{line}: {used}")
+    problems = [
+        f"{rel}:{line}: {used}"
+        for rel, line, used in seen
+        if not is_allowed(used, _allowed(rel), imported=True)
+    ]
     assert any(rel.startswith("opgen/testing/") for rel, _, _ in seen), "the checks ran unwatched"
     assert not problems, "private torch reached at run time:\n" + "\n".join(sorted(set(problems)))
-    stale = sorted({p for p in STILL_PRIVATE if p != "<package>/sharding.py"} - needed)
-    assert not stale, f"nothing reached these STILL_PRIVATE entries at run time: {stale}"
