@@ -1,4 +1,4 @@
-"""Functions the tests send to the ranks of a generated `DistPool` (importable there: `tests/` is on sys.path)."""
+"""Functions the tests send to the ranks of an `opgen.testing.DistPool` (importable there: `tests/` is on sys.path)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ def world(mesh: Any) -> tuple[int, int]:
 
 def pids(mesh: Any) -> int:
     return os.getpid()
+
+
+def loaded_modules(mesh: Any) -> list[str]:
+    import sys
+
+    return sorted(sys.modules)
 
 
 def raise_everywhere(mesh: Any) -> None:

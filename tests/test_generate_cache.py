@@ -23,6 +23,7 @@ import opgen.inputs as inputs
 import opgen.keys as keys
 import opgen.outputs as outputs
 import opgen.settled as settled
+import opgen.targets.project as project_targets
 from opgen.cache import CACHE_FILE
 from opgen.errors import OpgenError
 from opgen.generate import generate
@@ -74,7 +75,7 @@ class _Counts:
         for module, name in (
             (keys, "project_digest"),
             (settled, "_key"),
-            (context, "_schema_digest"),
+            (project_targets, "package_context"),
             (inputs, "combine"),
         ):
             self._count(monkeypatch, module, name)
@@ -106,7 +107,7 @@ def _outputs_of(root: Path, op: str) -> set[str]:
     return {f"mylib/_generated/{op}.py", f"mylib/kernels/{op}.py", f"tests/test_{op}.py"}
 
 
-PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_testing.py", "mylib/_testing_transforms.py", "mylib/_testing_pt2.py", "mylib/_testing_samples.py", "mylib/_batching.py", "mylib/_autograd.py", "tests/conftest.py"}
+PROJECT_FILES = {"mylib/__init__.py", "mylib/_generated/__init__.py", "mylib/kernels/__init__.py", "mylib/_batching.py", "mylib/_autograd.py", "tests/conftest.py"}
 
 
 def test_a_no_op_run_renders_nothing_and_hashes_the_project_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,7 +116,7 @@ def test_a_no_op_run_renders_nothing_and_hashes_the_project_once(project: Path, 
     assert set(result.counts()) == {"unchanged"}
     assert counts.rendered == []
     assert counts.calls["_key"] == 1  # the settled plan's key: the one project-wide hash
-    assert counts.calls["project_digest"] == 0 and counts.calls["_schema_digest"] == 0
+    assert counts.calls["project_digest"] == 0 and counts.calls["package_context"] == 0
 
 
 def test_a_no_op_run_that_must_look_renders_nothing_either(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +128,7 @@ def test_a_no_op_run_that_must_look_renders_nothing_either(project: Path, monkey
     assert set(generate(project).counts()) == {"unchanged"}
     assert counts.rendered == []
     assert counts.calls["project_digest"] == 1
-    assert counts.calls["_schema_digest"] == 0  # no package-wide file was rendered
+    assert counts.calls["package_context"] == 0  # no package-wide file was rendered
     counts.calls.clear()
     generate(project)  # ... and that run recorded the plan again
     assert counts.calls["project_digest"] == 0 and counts.calls["_key"] == 1
@@ -319,7 +320,7 @@ def test_the_cost_of_a_no_op_check_grows_linearly(tmp_path: Path, monkeypatch: p
     (root / CACHE_FILE).write_text(json.dumps(data))
     counts.calls.clear()
     assert generate(root, check=True).stale == []
-    assert counts.calls["project_digest"] == 1 and counts.calls["_schema_digest"] == 0
+    assert counts.calls["project_digest"] == 1 and counts.calls["package_context"] == 0
     total = ops + 3
     # per op: its validation key, its outputs' keys (3) and its own inputs' digest
     assert counts.calls["combine"] <= 5 * total + 20, counts.calls

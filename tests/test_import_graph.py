@@ -3,7 +3,10 @@
 Every `import` statement of every module counts, those inside functions too
 (a cycle hidden in a function-level import is still a cycle), with relative
 imports resolved. Importing `a.b.c` runs the packages `a` and `a.b` first, so
-it is an edge to each of them as well.
+it is an edge to each of them as well, except to the packages that hold the
+importing module itself: they began running before it did (a package whose
+`__init__` re-exports its modules, `opgen.testing`, is no cycle as long as
+those modules import each other and not the package).
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 source = node.module or ""
             targets.add(source)
             targets.update(f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in modules)
-    edges = {parent for target in targets for parent in _with_parents(target) if parent in modules}
+    own = set(_with_parents(name)[:-1])  # the packages holding `name`: already running
+    edges = {
+        parent
+        for target in targets
+        for parent in _with_parents(target)
+        if parent in modules and (parent == target or parent not in own)
+    }
     edges.discard(name)
     return edges
 
@@ -87,6 +96,9 @@ def test_the_walk_sees_function_level_and_relative_imports() -> None:
     assert "opgen.project" in graph["opgen.generate"]  # `from .project import load_project`
     assert "opgen.new" in graph["opgen.commands.new"]  # imported inside the command function
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    # a sibling import does not run the package again; importing the package itself does
+    assert "opgen.testing" not in graph["opgen.testing._compile"]
+    assert "opgen.targets" in graph["opgen.targets.python"]  # `from . import Artifact`
 
 
 def test_no_import_cycles() -> None:

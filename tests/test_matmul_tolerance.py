@@ -7,12 +7,11 @@ CPU, with the samples the generated test draws, over many seeds.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import tomllib
-import types
 
 import torch
+
+from opgen.testing import tolerances
 
 from _support import EXAMPLE
 
@@ -21,14 +20,8 @@ SEEDS = 400
 
 def _spec_tolerances() -> dict[str, float]:
     """assert_close's bounds for float32, as the generated tests compute them (Note [Test tolerances])."""
-    # A stand-in parent package: `_testing` imports its siblings relatively, and the real
-    # package's __init__ would load the compiled library.
-    package = types.ModuleType("_reference_ops")
-    package.__path__ = [str(EXAMPLE / "example_ops")]
-    sys.modules.setdefault(package.__name__, package)
-    testing = importlib.import_module("_reference_ops._testing")
     test = tomllib.loads((EXAMPLE / "ops" / "matmul.toml").read_text())["test"]
-    return testing.tolerances(torch.float32, test.get("atol"), test.get("rtol"))
+    return tolerances(torch.float32, test.get("atol"), test.get("rtol"))
 
 
 def _samples() -> list[tuple[torch.Tensor, torch.Tensor]]:

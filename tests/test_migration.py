@@ -5,17 +5,32 @@
 afterwards (a kernel body, formulas, a reference). Regenerating it keeps every line of theirs,
 removes the generated files this opgen no longer makes, and leaves generated Python that uses
 public torch APIs only.
+
+`tests/data/migration/harness_in_package.txt` holds another project of that opgen, with a
+sharded op (so the distributed tests' harness too) and a line of the user's own in its kernel,
+one section per file (its preamble says how it was made). Regenerating it removes every
+harness module (Note [Retired outputs] in opgen/targets/project.py), rewrites its tests against
+`opgen.testing`, and keeps every user file as it was; a harness module edited by hand stops the
+run and stays.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from opgen.changes import Action
+from opgen.generate import generate
+from opgen.targets.project import retired_paths
+
+from _support import clean_env
 
 FIXTURE = Path(__file__).parent / "data" / "migration" / "before_public_apis"
 
@@ -68,3 +83,135 @@ def test_regenerated_project_passes_its_tests(regenerated) -> None:
         timeout=1200,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+
+
+# -- the harness that moved into opgen.testing --------------------------------------------------
+
+BUNDLE = Path(__file__).parent / "data" / "migration" / "harness_in_package.txt"
+_FILE = re.compile(r"^##### FILE: (.+)\n", re.M)
+HARNESS = {
+    "legacy/_testing.py",
+    "legacy/_testing_pt2.py",
+    "legacy/_testing_samples.py",
+    "legacy/_testing_transforms.py",
+    "legacy/_sharding_testing.py",
+    "legacy/_dist_pool.py",
+}
+
+
+def _files() -> dict[str, str]:
+    parts = _FILE.split(BUNDLE.read_text(encoding="utf-8"))[1:]
+    return {
+        path: text.removesuffix("\n") for path, text in zip(parts[::2], parts[1::2], strict=True)
+    }
+
+
+def _unpack(root: Path) -> dict[str, str]:
+    files = _files()
+    for path, text in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return files
+
+
+def _user_files(files: dict[str, str]) -> list[str]:
+    manifest = json.loads(files[".opgen/manifest.json"])
+    return sorted(path for path, entry in manifest["files"].items() if entry["owner"] == "user")
+
+
+def test_the_fixture_is_a_project_that_carries_the_whole_harness() -> None:
+    files = _files()
+    assert HARNESS <= set(files)
+    assert "from legacy._testing import (" in files["tests/test_sine.py"]
+    assert _user_files(files) == ["legacy/kernels/sine.py"]
+    assert "# mine:" in files["legacy/kernels/sine.py"]
+    assert HARNESS <= set(retired_paths("legacy"))
+
+
+def test_regenerating_removes_the_harness_and_keeps_every_user_file(tmp_path: Path) -> None:
+    files = _unpack(tmp_path)
+    result = generate(tmp_path)
+    assert not result.failed, result.summary()
+    removed = {c.path for c in result.changes if c.action is Action.REMOVE}
+    assert removed == HARNESS | {"legacy/_runtime.py"}  # the private bindings went too
+    for path in removed:
+        assert not (tmp_path / path).exists(), path
+    for path in set(files) - removed:
+        assert (tmp_path / path).exists(), f"{path} was lost"
+    for path in _user_files(files):
+        assert (tmp_path / path).read_text(encoding="utf-8") == files[path], path
+    assert (tmp_path / "ops/sine.toml").read_text(encoding="utf-8") == files["ops/sine.toml"]
+    manifest = json.loads((tmp_path / ".opgen/manifest.json").read_text())
+    assert not removed & set(manifest["files"])
+    test = (tmp_path / "tests/test_sine.py").read_text(encoding="utf-8")
+    assert "from opgen.testing import (" in test and "legacy._testing" not in test
+    sharded = (tmp_path / "tests/test_sharding.py").read_text(encoding="utf-8")
+    assert "from opgen.testing import" in sharded and "legacy._sharding_testing" not in sharded
+    conftest = (tmp_path / "tests/conftest.py").read_text(encoding="utf-8")
+    assert "inductor_cache_dir(_ROOT)" in conftest and "inductor-" not in conftest
+    assert not any(c.action.writes for c in generate(tmp_path).changes)  # settled
+
+
+def test_a_hand_edited_harness_file_stops_the_run_and_stays(tmp_path: Path) -> None:
+    _unpack(tmp_path)
+    edited = tmp_path / "legacy/_testing.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "# my fix\n", encoding="utf-8")
+    result = generate(tmp_path)
+    assert result.failed
+    (change,) = [c for c in result.changes if c.path == "legacy/_testing.py"]
+    assert change.action is Action.EDITED
+    assert "no longer generated; delete it yourself or pass --force" in change.note
+    assert edited.read_text(encoding="utf-8").endswith("# my fix\n")
+    assert all((tmp_path / path).exists() for path in HARNESS), "a stopped run wrote nothing"
+    forced = generate(tmp_path, force=True)
+    assert not forced.failed and not edited.exists()
+    backup = tmp_path / ".opgen/backup/legacy/_testing.py"
+    assert backup.read_text(encoding="utf-8").endswith("# my fix\n")
+
+
+@pytest.mark.slow  # runs the regenerated project's tests
+def test_the_regenerated_tests_pass_without_the_harness_in_the_package(tmp_path: Path) -> None:
+    _unpack(tmp_path)
+    assert not generate(tmp_path).failed
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not distributed",
+            "-k",
+            "reference or opcheck or gradcheck or vmap",
+            "tests",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(),
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert (
+        "test_matches_reference[cpu-float32]"
+        in subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--co",
+                "tests/test_sine.py",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=clean_env(),
+        ).stdout
+    )

@@ -2,7 +2,7 @@
 
 tests/runtime_matrix/ holds the project (opgen.toml, ops/), the kernels written over
 the stubs, a pytest plugin that records each test's outcome and gradcheck calls, and
-checks of the _testing.py helpers themselves (copied in as tests/test_harness.py).
+checks of the opgen.testing helpers themselves (copied in as tests/test_harness.py).
 The project is generated in-process once per module and its tests run in one
 pytest subprocess (compile_backend = "aot_eager" keeps it to seconds).
 """
@@ -38,7 +38,7 @@ CASES = {
     "double_into": "mutating op returning nothing",
     "two_names": "arguments x and x_t: tangents x_tt and x_t_tt in the [jvp] formula",
     "row_sum": 'vmap = "leading" and auto_linear forward mode',
-    "harness": "the _testing.py helpers: binding, missing-sample messages, tolerances",
+    "harness": "the opgen.testing helpers: binding, missing-sample messages, tolerances",
 }
 
 # gradcheck calls each generated gradcheck test must make: one per sample that

@@ -1,20 +1,20 @@
 """The sample language end to end without building: a spec's [[test.samples]] are written into
-the generated tests and `materialize` (<package>/_testing_samples.py) makes the arguments they say.
+the generated tests and `materialize` (opgen.testing) makes the arguments they say.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 import textwrap
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+
+import opgen.testing as testing
+from opgen.testing import _samples
 
 from _support import run_cli
 
@@ -51,35 +51,21 @@ note = "n"
 """
 
 
-def _load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("samples_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Iterator[tuple[ModuleType, list[dict]]]:
+def generated(tmp_path_factory) -> tuple[ModuleType, list[dict]]:
     root = tmp_path_factory.mktemp("lang")
     (root / "ops").mkdir()
     (root / "opgen.toml").write_text('[project]\nnamespace = "lang"\npackage = "lang"\n')
     (root / "ops" / "take.toml").write_text(textwrap.dedent(SPEC).lstrip())
     result = run_cli("generate", cwd=root)
     assert result.exit_code == 0, result.output
-    sys.path.insert(0, str(root))  # the generated package: pure Python, importable unbuilt
-    module = _load(root / "lang" / "_testing_samples.py")
     test = (root / "tests" / "test_take.py").read_text()
     block = re.search(r"^SAMPLES = \[\n.*?^\]\n", test, re.M | re.S)
     assert block, test
-    scope = {"TensorSpec": module.TensorSpec, "torch": torch}
+    scope = {"TensorSpec": testing.TensorSpec, "torch": torch}
     exec(block.group(0), scope)
     assert "check_optional_coverage" in test and "check_dtype_coverage(SAMPLES, DTYPES" in test
-    yield module, scope["SAMPLES"]
-    sys.path.remove(str(root))
-    for name in [n for n in sys.modules if n == "lang" or n.startswith("lang.")]:
-        del sys.modules[name]
+    return _samples, scope["SAMPLES"]
 
 
 def test_every_value_kind_is_materialized_as_written(generated) -> None:
@@ -118,14 +104,16 @@ def test_coverage_names_which_samples_gave_each_optional(generated) -> None:
 
 def test_an_optional_path_no_sample_runs_is_a_warning(generated) -> None:
     module, samples = generated
-    testing = importlib.import_module("lang._testing")
-    testing.check_optional_coverage(samples, ("bias", "pair"), spec="ops/take.toml")  # both paths
+    # both paths
+    testing.check_optional_coverage(samples, optional=("bias", "pair"), spec="ops/take.toml")
     with pytest.warns(
         testing.OptionalPathWarning,
         match=r"(?s)ops/take.toml.*bias: given in "
         r"samples none, None in samples \[1\]\n.*name = \{none = true\}",
     ):
-        testing.check_optional_coverage(samples[:1], ("bias", "pair"), spec="ops/take.toml")
+        testing.check_optional_coverage(
+            samples[:1], optional=("bias", "pair"), spec="ops/take.toml"
+        )
 
 
 def test_coverage_names_which_samples_hold_each_dtype(generated) -> None:
@@ -141,9 +129,7 @@ def test_coverage_names_which_samples_hold_each_dtype(generated) -> None:
     }
 
 
-@pytest.mark.usefixtures("generated")  # puts the generated package on the path
 def test_a_dtype_no_sample_holds_is_a_warning() -> None:
-    testing = importlib.import_module("lang._testing")
     samples = [{"x": testing.TensorSpec((2,)), "i": testing.TensorSpec((1,), dtype="int64")}]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -64,7 +64,7 @@ def test_tests_that_grow_no_size_warn_and_fail_under_error(tmp_path: Path) -> No
         tmp_path,
         "-rf",
         "-W",
-        "error::grow_ops._testing.CoverageWarning",
+        "error::opgen.testing.CoverageWarning",
         "-k",
         "test_dynamic_shapes or test_export",
     )

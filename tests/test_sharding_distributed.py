@@ -2,8 +2,9 @@
 
 The generated tests of a small project (tests/_sharding_support.py) must fail
 for its deliberately wrong rules, each for the right reason, and pass for the
-right ones; the generated pool must report failures fast and never leave a
-process behind; and the README's tensor-parallel example must run as written.
+right ones; the pool they run on (opgen.testing.DistPool) must report failures
+fast and never leave a process behind; and the README's tensor-parallel
+example must run as written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from opgen.testing import DistPool
+
 import _dist_payloads as payloads
 from _sharding_support import make_project
 from _support import EXAMPLE, REPO
@@ -37,7 +40,16 @@ def _outcomes(project: Path, *args: str) -> dict[str, str]:
     """Run the project's generated tests; test name -> "" if it passed, else its failure text."""
     report = project / "report.xml"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            *args,
+        ],
         cwd=project,
         capture_output=True,
         text=True,
@@ -51,31 +63,52 @@ def _outcomes(project: Path, *args: str) -> dict[str, str]:
 def test_the_generated_tests_catch_each_wrong_rule_and_pass_the_right_ones(project: Path) -> None:
     outcomes = _outcomes(project, "tests/test_sharding.py")
     assert sorted(outcomes) == sorted(
-        f"test_{name}[dtype0]"
-        for name in ("center", "fused_add_rms_norm", "normalize", "normalize_unkeyed", "rms_norm", "rownorm", "scale")
+        f"test_{name}[float64]"
+        for name in (
+            "center",
+            "fused_add_rms_norm",
+            "normalize",
+            "normalize_unkeyed",
+            "rms_norm",
+            "rownorm",
+            "scale",
+        )
     )
     for name in ("scale", "rms_norm", "fused_add_rms_norm", "normalize"):
-        failure = outcomes[f"test_{name}[dtype0]"]
+        failure = outcomes[f"test_{name}[float64]"]
         assert failure == "", failure[-3000:]
     # A rule allowing Shard on the normalised last dim: DTensor follows it, the values are wrong.
-    assert re.search(r"shard::rownorm, .*inputs \[Shard\(dim=1\)\], output 0: Tensor-likes are not close", outcomes["test_rownorm[dtype0]"])
+    assert re.search(
+        r"shard::rownorm, .*inputs \[Shard\(dim=1\)\], output 0: Tensor-likes are not close",
+        outcomes["test_rownorm[float64]"],
+    )
     # A rule promising a Shard output for an op that must replicate: the placement check fails.
     assert re.search(
         r"shard::center, .*inputs \[Shard\(dim=0\)\]: the rule promises outputs placed \[Replicate\(\)\], "
         r"DTensor produced \[Shard\(dim=0\)\]",
-        outcomes["test_center[dtype0]"],
+        outcomes["test_center[float64]"],
     )
     # Without the widened cache key, the decision made for last=True is served to last=False.
     assert re.search(
         r"shard::normalize_unkeyed, sample 2 .*inputs \[Shard\(dim=1\), None\]: the rule promises outputs placed \[Shard\(dim=1\)\]",
-        outcomes["test_normalize_unkeyed[dtype0]"],
+        outcomes["test_normalize_unkeyed[float64]"],
     )
 
 
 def test_the_marker_selects_the_distributed_tests(project: Path) -> None:
     # pytest itself: `opgen test` would regenerate first, and the fixture edits a generated rule
     listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co", "-m", "distributed"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--co",
+            "-m",
+            "distributed",
+        ],
         cwd=project,
         capture_output=True,
         text=True,
@@ -92,9 +125,7 @@ def pool(project: Path) -> Iterator[Any]:
     # The ranks inherit sys.path: the package, and the payloads in tests/.
     sys.path.insert(0, str(project))
     try:
-        from shardlib._dist_pool import DistPool
-
-        pool = DistPool(world_size=2)
+        pool = DistPool(world_size=2, imports=["shardlib.sharding"])
         yield pool
         pool.close()
     finally:
@@ -104,10 +135,29 @@ def pool(project: Path) -> Iterator[Any]:
 def test_an_error_every_rank_shares_keeps_the_pool(pool: Any) -> None:
     assert pool.run(payloads.world) == [(0, 2), (1, 2)]
     starts = pool.starts
-    with pytest.raises(AssertionError, match=r"(?s)--- rank 0, 1 ---\n.*the same failure on every rank"):
+    with pytest.raises(
+        AssertionError, match=r"(?s)--- rank 0, 1 ---\n.*the same failure on every rank"
+    ):
         pool.run(payloads.raise_everywhere)
     assert pool.run(payloads.world) == [(0, 2), (1, 2)]
     assert pool.starts == starts, "a failure on every rank left the ranks idle: no restart needed"
+
+
+def test_the_ranks_import_the_project_as_they_start(pool: Any) -> None:
+    assert all("shardlib.sharding" in loaded for loaded in pool.run(payloads.loaded_modules))
+
+
+def test_a_module_the_ranks_cannot_import_fails_the_first_run_naming_it() -> None:
+    broken = DistPool(world_size=2, imports=["no_such_module_here"])
+    try:
+        with pytest.raises(
+            AssertionError,
+            match=r"(?s)starting the ranks failed.*No module named 'no_such_module_here'",
+        ):
+            broken.run(payloads.world)
+        assert broken.starts == 1 and not broken._procs, "the ranks of a failed start stay closed"
+    finally:
+        broken.close()
 
 
 def test_an_error_on_one_rank_is_reported_at_once(pool: Any) -> None:
@@ -131,7 +181,7 @@ _ORPHANS = """
 import os, sys
 sys.path[:0] = [{project!r}, {tests!r}]
 import _dist_payloads
-from shardlib._dist_pool import DistPool
+from opgen.testing import DistPool
 pool = DistPool()
 print(*pool.run(_dist_payloads.pids), flush=True)
 os.kill(os.getpid(), 9)
@@ -140,7 +190,9 @@ os.kill(os.getpid(), 9)
 
 def test_the_ranks_exit_when_the_coordinator_is_killed(project: Path) -> None:
     script = _ORPHANS.format(project=str(project), tests=str(Path(__file__).parent))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
     ranks = [int(pid) for pid in run.stdout.split()]
     assert len(ranks) == 2
@@ -170,8 +222,6 @@ def test_the_readme_tensor_parallel_example_runs_and_matches_the_block_unparalle
     assert build.returncode == 0, build.stdout + build.stderr
     sys.path.insert(0, str(EXAMPLE))
     try:
-        from example_ops._dist_pool import DistPool
-
         pool = DistPool(world_size=2)
         try:
             results = pool.run(payloads.readme_example, _readme_example())

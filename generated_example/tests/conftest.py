@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from opgen.testing import inductor_cache_dir
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -11,12 +12,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 # whether or not the project is installed.
 sys.path.insert(0, str(_ROOT))
 
-# Inductor's compile caches do not key on custom-op schemas: after a schema
-# change they can serve code compiled for the old one. One cache per set of
-# schemas, inside the project, keeps runs fast and correct.
-os.environ.setdefault(
-    "TORCHINDUCTOR_CACHE_DIR", str(_ROOT / ".opgen" / "cache" / "inductor-0a008282f9c6")
-)
+# One Inductor cache per set of op schemas, inside the project: Inductor's caches
+# do not key on custom-op schemas (see opgen.testing.inductor_cache_dir).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir(_ROOT))
 
 # The processes of the distributed tests, started once per session (see dist_pool).
 _POOL = None
@@ -43,9 +41,10 @@ def pytest_collection_finish(session):
     global _POOL
     wanted = any(item.get_closest_marker("distributed") for item in session.items)
     if wanted and not session.config.option.collectonly:
-        from example_ops._dist_pool import DistPool
+        from opgen.testing import DistPool
 
-        _POOL = DistPool(world_size=2)
+        # the ranks import the operators and their rules while the other tests run
+        _POOL = DistPool(world_size=2, imports=["example_ops.sharding"])
         _POOL.launch()
 
 

@@ -3,36 +3,35 @@ import math
 
 import pytest
 import torch
-
-import example_ops  # noqa: F401  (registers the operators)
-from example_ops._generated.gelu_backward import gelu_backward as WRAPPER
-from example_ops._testing import (
+from opgen.testing import (
     TensorSpec,
     check_compile,
+    check_cuda_graph,
+    check_cuda_graph_compiled,
     check_dtype_coverage,
+    check_dynamic_shapes,
+    check_export,
     check_gradients,
     check_opcheck,
     check_reference,
-    device_params,
-)
-from example_ops._testing_pt2 import (
-    check_cuda_graph,
-    check_cuda_graph_compiled,
-    check_dynamic_shapes,
-    check_export,
-)
-from example_ops._testing_transforms import (
     check_torch_func,
     check_vmap,
     check_vmap_grad,
+    device_params,
+    dtype_params,
 )
+
+import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.gelu_backward import gelu_backward as WRAPPER
 
 OP = torch.ops.example.gelu_backward.default
 SPEC = "ops/gelu_backward.toml"
 DEVICES = device_params(["cpu", "cuda"])
+SCHEMA = "example::gelu_backward(Tensor grad_out, Tensor x) -> Tensor"
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
-ATOL = 0.0005  # Note [Test tolerances] in _testing.py: not applied to float64
+# ATOL and RTOL loosen the comparisons below float64 only (opgen.testing.tolerances)
+ATOL = 0.0005
 RTOL = 0.0001
 DIFFERENTIABLE = ("grad_out", "x")
 SIZES = ()  # integer arguments the fake kernel's output shape reads
@@ -54,16 +53,18 @@ def reference(grad_out, x):
     )
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", dtype_params(DTYPES))
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
-    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(OP, reference, SAMPLES, device, dtype, mutated=MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(
+        WRAPPER, reference, SAMPLES, device, dtype, mutated=MUTATED, atol=ATOL, rtol=RTOL
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
-    check_opcheck(OP, SAMPLES, device, DTYPES[0], DIFFERENTIABLE)
+    check_opcheck(OP, SAMPLES, device, DTYPES[0], schema=SCHEMA, grad_inputs=DIFFERENTIABLE)
 
 
 def test_samples_cover_dtypes():
@@ -85,9 +86,9 @@ def test_compile_matches_eager(device):
         SAMPLES,
         device,
         DTYPES[0],
-        "inductor",
-        MUTATED,
-        DIFFERENTIABLE,
+        backend="inductor",
+        mutated=MUTATED,
+        differentiable=DIFFERENTIABLE,
         atol=ATOL,
         rtol=RTOL,
         spec=SPEC,
@@ -96,38 +97,63 @@ def test_compile_matches_eager(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_func(device):
-    check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=True, spec=SPEC)
+    check_torch_func(
+        WRAPPER, reference, SAMPLES, device, differentiable=DIFFERENTIABLE, jvp=True, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_vmap(device):
     check_vmap(
-        OP, WRAPPER, SAMPLES, device, DTYPES[0], "elementwise", (), atol=ATOL, rtol=RTOL, spec=SPEC
+        OP,
+        WRAPPER,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        schema=SCHEMA,
+        rule="elementwise",
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
     )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_vmap_of_grad(device):
-    check_vmap_grad(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
+    check_vmap_grad(
+        OP, WRAPPER, reference, SAMPLES, device, differentiable=DIFFERENTIABLE, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dynamic_shapes(device):
     check_dynamic_shapes(
-        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        sizes=SIZES,
+        mutated=MUTATED,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
     )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_export(device):
-    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_export(
+        WRAPPER, SAMPLES, device, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", device_params(["cuda"]))
 def test_cuda_graph(device):
-    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_cuda_graph(OP, SAMPLES, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", device_params(["cuda"]))
 def test_cuda_graph_compiled(device):
-    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_cuda_graph_compiled(
+        OP, SAMPLES, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )

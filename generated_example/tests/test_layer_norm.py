@@ -2,37 +2,36 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
-import example_ops  # noqa: F401  (registers the operators)
-from example_ops._generated.layer_norm import layer_norm as WRAPPER
-from example_ops._testing import (
+from opgen.testing import (
     TensorSpec,
     check_compile,
+    check_cuda_graph,
+    check_cuda_graph_compiled,
     check_double_backward_refused,
     check_dtype_coverage,
+    check_dynamic_shapes,
+    check_export,
     check_gradients,
     check_opcheck,
     check_reference,
-    device_params,
-)
-from example_ops._testing_pt2 import (
-    check_cuda_graph,
-    check_cuda_graph_compiled,
-    check_dynamic_shapes,
-    check_export,
-)
-from example_ops._testing_transforms import (
     check_torch_func,
     check_vmap,
     check_vmap_grad,
+    device_params,
+    dtype_params,
 )
+
+import example_ops  # noqa: F401  (registers the operators)
+from example_ops._generated.layer_norm import layer_norm as WRAPPER
 
 OP = torch.ops.example.layer_norm.default
 SPEC = "ops/layer_norm.toml"
 DEVICES = device_params(["cpu", "cuda"])
+SCHEMA = "example::layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> Tensor"
 DTYPES = [torch.float32, torch.float64]
 MUTATED = ()
-ATOL = 1e-05  # Note [Test tolerances] in _testing.py: not applied to float64
+# ATOL and RTOL loosen the comparisons below float64 only (opgen.testing.tolerances)
+ATOL = 1e-05
 RTOL = 0.0001
 DIFFERENTIABLE = ("x", "weight", "bias")
 SIZES = ()  # integer arguments the fake kernel's output shape reads
@@ -52,16 +51,18 @@ def reference(x, weight, bias, eps=1e-05):
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", dtype_params(DTYPES))
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype):
-    check_reference(OP, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
-    check_reference(WRAPPER, reference, SAMPLES, device, dtype, MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(OP, reference, SAMPLES, device, dtype, mutated=MUTATED, atol=ATOL, rtol=RTOL)
+    check_reference(
+        WRAPPER, reference, SAMPLES, device, dtype, mutated=MUTATED, atol=ATOL, rtol=RTOL
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
-    check_opcheck(OP, SAMPLES, device, DTYPES[0], DIFFERENTIABLE)
+    check_opcheck(OP, SAMPLES, device, DTYPES[0], schema=SCHEMA, grad_inputs=DIFFERENTIABLE)
 
 
 def test_samples_cover_dtypes():
@@ -78,7 +79,7 @@ def test_gradcheck(device, input_name):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_double_backward_is_refused(device):
-    check_double_backward_refused(OP, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
+    check_double_backward_refused(OP, SAMPLES, device, differentiable=DIFFERENTIABLE, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -88,9 +89,9 @@ def test_compile_matches_eager(device):
         SAMPLES,
         device,
         DTYPES[0],
-        "inductor",
-        MUTATED,
-        DIFFERENTIABLE,
+        backend="inductor",
+        mutated=MUTATED,
+        differentiable=DIFFERENTIABLE,
         atol=ATOL,
         rtol=RTOL,
         spec=SPEC,
@@ -99,38 +100,63 @@ def test_compile_matches_eager(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_func(device):
-    check_torch_func(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, jvp=True, spec=SPEC)
+    check_torch_func(
+        WRAPPER, reference, SAMPLES, device, differentiable=DIFFERENTIABLE, jvp=True, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_vmap(device):
     check_vmap(
-        OP, WRAPPER, SAMPLES, device, DTYPES[0], "custom", (), atol=ATOL, rtol=RTOL, spec=SPEC
+        OP,
+        WRAPPER,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        schema=SCHEMA,
+        rule="custom",
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
     )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_vmap_of_grad(device):
-    check_vmap_grad(WRAPPER, reference, SAMPLES, device, DIFFERENTIABLE, spec=SPEC)
+    check_vmap_grad(
+        OP, WRAPPER, reference, SAMPLES, device, differentiable=DIFFERENTIABLE, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dynamic_shapes(device):
     check_dynamic_shapes(
-        OP, SAMPLES, device, DTYPES[0], SIZES, (), MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+        OP,
+        SAMPLES,
+        device,
+        DTYPES[0],
+        sizes=SIZES,
+        mutated=MUTATED,
+        atol=ATOL,
+        rtol=RTOL,
+        spec=SPEC,
     )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_export(device):
-    check_export(WRAPPER, SAMPLES, device, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_export(
+        WRAPPER, SAMPLES, device, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )
 
 
 @pytest.mark.parametrize("device", device_params(["cuda"]))
 def test_cuda_graph(device):
-    check_cuda_graph(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_cuda_graph(OP, SAMPLES, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
 
 
 @pytest.mark.parametrize("device", device_params(["cuda"]))
 def test_cuda_graph_compiled(device):
-    check_cuda_graph_compiled(OP, SAMPLES, DTYPES[0], MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC)
+    check_cuda_graph_compiled(
+        OP, SAMPLES, DTYPES[0], mutated=MUTATED, atol=ATOL, rtol=RTOL, spec=SPEC
+    )

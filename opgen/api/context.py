@@ -6,7 +6,6 @@ Templates get finished strings only; see docs/templates.md for the list.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from .imports import (
     module_imports,
     pt2_testing_names,
     test_imports,
+    testing_imports,
     transforms_testing_names,
 )
 from .layout import wrapped
@@ -151,6 +151,7 @@ def op_context(
     differentiable = tuple(name for f in op.grads for name in f.inputs)
     differentiable = tuple(a.name for a in op.args if a.name in differentiable)
     path = spec_path(op, config)
+    raw_transforms = "raw_handle_transforms" in config.private_torch
     fake = py.fake_outputs(op)
     names = _internal_names(op)
     context = {
@@ -212,11 +213,12 @@ def op_context(
         "double_backward": op.double_backward,
         **test_context(op, path, differentiable),
         "test_imports": test_imports(op),
-        "transforms_testing_names": transforms_testing_names(
-            op, differentiable, "raw_handle_transforms" in config.private_torch
-        ),
-        # Note [Private torch checks]: the raw handle's forward mode and written versions
-        "raw_forward_ad": "raw_handle_transforms" in config.private_torch,
+        "testing_imports": testing_imports(op, differentiable, raw_transforms),
+        "transforms_testing_names": transforms_testing_names(op, differentiable, raw_transforms),
+        # Note [Private torch checks]: the raw handle's torch.func refusal, forward mode and
+        # written versions
+        "raw_handle_refusal": raw_transforms,
+        "raw_forward_ad": raw_transforms,
         "raw_versions": "raw_handle_versions" in config.private_torch,
         "pt2_testing_names": pt2_testing_names(op),
         "has_jvp": op.jvp.present,
@@ -268,16 +270,9 @@ def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
         **project_context(config),
         "has_cpp": any(op.backend == "cpp" for op in ops),
         "has_sharding": any(op.sharding is not None for op in ops),
-        "schema_digest": _schema_digest(ops),
     }
 
 
 def ops_list(ops: Sequence[OpSpec]) -> list[dict[str, str]]:
     """The `ops` variable of project-wide templates."""
     return [{"name": op.name, "module": op.module} for op in ops]
-
-
-def _schema_digest(ops: Sequence[OpSpec]) -> str:
-    """Names the compile cache of the generated tests; see the note in tests/conftest.py.j2."""
-    schemas = sorted(f"{op.namespace}::{op.full_schema}" for op in ops)
-    return hashlib.sha256("\n".join(schemas).encode()).hexdigest()[:12]

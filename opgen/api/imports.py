@@ -15,13 +15,14 @@ from typing import Any
 from ..spec.model import OpSpec
 from . import python as py
 from .autograd_kind import AutogradKind, autograd_kind
-from .testing import compile_expectation
+from .testing import compile_expectation, testing_names
 
 __all__ = [
     "module_imports",
     "test_imports",
     "transforms_testing_names",
     "pt2_testing_names",
+    "testing_imports",
 ]
 
 
@@ -103,7 +104,8 @@ def test_imports(op: OpSpec) -> list[str]:
 def transforms_testing_names(
     op: OpSpec, differentiable: Iterable[str], raw_handle_transforms: bool = False
 ) -> list[str]:
-    """What the op's tests import from `<package>/_testing_transforms.py`, sorted."""
+    """The torch.func and torch.vmap checks the op's tests take from `opgen.testing`, sorted;
+    the raw handle's refusal only where the project opts into it (Note [Private torch checks])."""
     if not op.test.has_samples:
         return []
     names: set[str] = set()
@@ -132,7 +134,8 @@ def captured_in_cuda_graph(op: OpSpec) -> bool:
 
 
 def pt2_testing_names(op: OpSpec) -> list[str]:
-    """What the op's tests import from `<package>/_testing_pt2.py`, sorted.
+    """The PyTorch 2 checks (shapes, export, autocast, tags, CUDA graphs) the op's tests take
+    from `opgen.testing`, sorted.
 
     The dynamic-shape, export and CUDA-graph checks compile the op: an op that
     torch cannot compile gets none of them (its compile test asserts torch's
@@ -148,3 +151,13 @@ def pt2_testing_names(op: OpSpec) -> list[str]:
     if op.autocast and op.test.has_reference:
         names.add("check_autocast")
     return sorted(names)
+
+
+def testing_imports(
+    op: OpSpec, differentiable: tuple[str, ...], raw_handle_transforms: bool = False
+) -> list[str]:
+    """Every name the op's tests import from `opgen.testing`, sorted as isort sorts them
+    (the class first)."""
+    names = {*testing_names(op, differentiable), *pt2_testing_names(op)}
+    names |= set(transforms_testing_names(op, differentiable, raw_handle_transforms))
+    return sorted(names, key=lambda n: (n != "TensorSpec", n))

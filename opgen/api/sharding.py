@@ -13,7 +13,7 @@ from typing import Any
 from ..spec.model import Arg, OpSpec
 from . import python as py
 from .literals import literal
-from .testing import tolerance
+from .testing import registered_schema, schema_assignment, tolerance
 
 __all__ = ["sharded_ops", "sharding_context", "sharding_test_context", "rule_module"]
 
@@ -111,6 +111,7 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
     differentiable = [a.name for a in op.args if any(a.name in f.inputs for f in op.grads)]
     return {
         "registered_name": op.registered_name,
+        "schema_lines": schema_assignment("schema", registered_schema(op), 4),
         "name": op.name,
         "module": op.module,
         "rule": op.sharding.rule,

@@ -23,10 +23,16 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
-from .literals import literal
+from .layout import LINE_LENGTH
+from .literals import literal, string
 from .pyexpr import expression
 
-__all__ = ["test_context", "compile_expectation", "ALIAS_ERROR"]
+__all__ = [
+    "test_context",
+    "compile_expectation",
+    "schema_assignment",
+    "ALIAS_ERROR",
+]
 
 ALIAS_ERROR = "Found a custom \\(non-ATen\\) operator whose output has alias annotations"
 _UNSUPPORTED_ALONE = ("int", "bool", "str", "str[]", "ScalarType")
@@ -43,7 +49,7 @@ def _aliasing_tag(op: OpSpec) -> bool:
 
 def tolerance(value: float | tuple[tuple[str, float], ...] | None) -> Any:
     """A spec's atol/rtol as the generated tests read it: a number, None, or a dict of
-    dtype name to bound (Note [Test tolerances] in _testing.py)."""
+    dtype name to bound (Note [Test tolerances] in opgen/testing/_compare.py)."""
     return dict(value) if isinstance(value, tuple) else value
 
 
@@ -140,11 +146,35 @@ def _takes_tensors(op: OpSpec) -> bool:
     return any(a.is_tensor or a.is_tensor_list for a in op.args)
 
 
+def registered_schema(op: OpSpec) -> str:
+    """The schema the op is registered with, its namespace included (what the tests parse)."""
+    return f"{op.namespace}::{op.full_schema}"
+
+
+def schema_assignment(name: str, schema: str, indent: int) -> list[str]:
+    """`name = "<schema>"` as black leaves it at `indent`: on one line where it fits, else the
+    string in parentheses, split after commas into parts that each fit on a line."""
+    one = f"{name} = {string(schema)}"
+    if indent + len(one) <= LINE_LENGTH:
+        return [one]
+    width = LINE_LENGTH - indent - 4
+    parts = [""]
+    for piece in schema.split(", "):
+        joined = f"{parts[-1]}, {piece}" if parts[-1] else piece
+        if parts[-1] and len(string(joined + ", ")) > width:
+            parts[-1] += ", "
+            parts.append(piece)
+        else:
+            parts[-1] = joined
+    return [f"{name} = (", *(f"    {string(part)}" for part in parts), ")"]
+
+
 def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
-    """What the op's tests import from the package's `_testing` module, sorted (TensorSpec first)."""
+    """The eager and compile checks the op's tests take from `opgen.testing`, sorted
+    (TensorSpec first)."""
     names = {"device_params"}
     if op.test.has_samples:
-        names |= {"check_compile", "check_opcheck"}
+        names |= {"check_compile", "check_opcheck", "dtype_params"}
         if any(
             hasattr(value, "shape")
             or (isinstance(value, tuple) and any(hasattr(v, "shape") for v in value))
@@ -176,6 +206,7 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "testing_names": testing_names(op, differentiable),
         "uses_wrapper": op.test.has_samples and (op.test.has_reference or bool(differentiable)),
         "has_samples": op.test.has_samples,
+        "schema_lines": schema_assignment("SCHEMA", registered_schema(op), 0),
         "samples": samples,
         "sample_dicts": [py.dict_lines(sample, indent="    ") for sample in samples],
         "samples_from": op.test.samples_from,

@@ -402,7 +402,7 @@ def helper_name(sink: DiagnosticSink, doc: LoadedToml, table: dict, *path: str) 
     return value
 
 
-# Note [Test tolerances] in _testing.py: float64 and complex128 are never loosened.
+# Note [Test tolerances] in opgen/testing/_compare.py: float64 and complex128 are never loosened.
 _LOOSENED_DTYPES = ("float32", "float16", "bfloat16", "complex64")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "package_artifacts",
     "generated_patterns",
     "removal_refused",
+    "retired_paths",
 ]
 
 
@@ -45,10 +46,6 @@ def _package_files(package: str) -> list[tuple[str, str]]:
     return [
         (f"{package}/__init__.py", "package/__init__.py.j2"),
         (f"{package}/_generated/__init__.py", "package/empty_init.py.j2"),
-        (f"{package}/_testing.py", "package/_testing.py.j2"),
-        (f"{package}/_testing_transforms.py", "package/_testing_transforms.py.j2"),
-        (f"{package}/_testing_pt2.py", "package/_testing_pt2.py.j2"),
-        (f"{package}/_testing_samples.py", "package/_testing_samples.py.j2"),
         ("tests/conftest.py", "tests/conftest.py.j2"),
         (f"{package}/kernels/__init__.py", "package/empty_init.py.j2"),
     ]
@@ -59,9 +56,19 @@ def _package_files(package: str) -> list[tuple[str, str]]:
 _RUNTIME = {"batching": "_batching.py", "autograd": "_autograd.py"}
 # Note [Private torch checks] in opgen/runtime/private_torch.py: only for projects that opt in
 _PRIVATE_TORCH = "_private_torch.py"
-# Files earlier versions of opgen generated and this one does not: removed like any other
-# generated file that is no longer produced (Note [Deletion authority]).
-_RETIRED = ("_runtime.py",)
+# Files earlier versions of opgen generated and this one does not (Note [Retired outputs]):
+# the private-torch bindings, and the test harness that moved into `opgen.testing`.
+_RETIRED = ("_runtime.py",) + tuple(
+    f"{module}.py"
+    for module in (
+        "_testing",
+        "_testing_pt2",
+        "_testing_samples",
+        "_testing_transforms",
+        "_sharding_testing",
+        "_dist_pool",
+    )
+)
 
 
 def _runtime_needed(ops: tuple[OpSpec, ...]) -> list[str]:
@@ -220,16 +227,26 @@ def collect_artifacts(
 _NEVER_REMOVED = (OPS_DIR, STATE_DIR, ".git")
 
 
+# Note [Retired outputs]
+# Files an earlier opgen generated and this one does not (`_RETIRED`): a project
+# generated then still lists them in its manifest. They stay paths opgen may
+# remove (Note [Deletion authority]), so that the next run deletes them as it
+# deletes the files of a removed spec; one edited by hand stops the run and is
+# kept, as any edited generated file is.
+def retired_paths(package: str) -> list[str]:
+    """The paths of generated files that opgen no longer makes."""
+    return [f"{package}/{name}" for name in _RETIRED]
+
+
 def generated_patterns(config: ProjectConfig) -> list[str]:
     """Every path a generated file of this project can have; `*` stands for an op's name."""
     from .cpp import generated_cpp_patterns  # here: see collect_artifacts
 
     package = config.package
     patterns = [path for path, _ in _package_files(package)]
-    patterns += [f"{package}/{name}" for name in (*_RUNTIME.values(), _PRIVATE_TORCH, *_RETIRED)]
+    patterns += [f"{package}/{name}" for name in (*_RUNTIME.values(), _PRIVATE_TORCH)]
     patterns += [module_path(package, "*"), test_path("*"), *generated_cpp_patterns(package)]
-    modules, test, custom = sharding_generated_paths(package)
-    patterns += [*modules, test, custom]
+    patterns += [*sharding_generated_paths(package), *retired_paths(package)]
     return sorted(set(patterns))
 
 

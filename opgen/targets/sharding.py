@@ -1,12 +1,12 @@
-"""The files of ops with a `[sharding]` rule: the rules module, their distributed tests and the pool they run on.
+"""The files of ops with a `[sharding]` rule: the rules module and their distributed tests.
 
 Note [Lazy sharding rules]
 Importing `torch.distributed.tensor` costs about half of `import torch`, so the
 rules live in their own module, `<package>/sharding.py`, which the package
 imports only when `torch.distributed.tensor` is already loaded (the user works
-with DTensors) and which users import otherwise. The test helpers that need
-DTensor (`_sharding_testing.py`) import it inside the functions the
-distributed ranks run, never at collection.
+with DTensors) and which users import otherwise. The checks that need DTensor
+(`opgen.testing.check_sharded`) import it inside the functions the distributed
+ranks run, never at collection.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ __all__ = [
 SHARDING_TEST = "tests/test_sharding.py"
 
 
-def sharding_generated_paths(pkg: str) -> tuple[tuple[str, str, str], str, str]:
-    """The generated files of sharded projects: package modules, the test, custom rules' `__init__`."""
-    modules = (f"{pkg}/sharding.py", f"{pkg}/_dist_pool.py", f"{pkg}/_sharding_testing.py")
-    return modules, SHARDING_TEST, f"{pkg}/sharding_rules/__init__.py"
+def sharding_generated_paths(pkg: str) -> tuple[str, str, str]:
+    """The generated files of sharded projects: the rules module, the test, custom rules' `__init__`."""
+    return f"{pkg}/sharding.py", SHARDING_TEST, f"{pkg}/sharding_rules/__init__.py"
 
 
 def sharding_artifacts(
@@ -40,7 +39,7 @@ def sharding_artifacts(
     base: Callable[[], Context],
     private: Callable[[], Context],
 ) -> list[Artifact]:
-    """`<package>/sharding.py`, the distributed test helpers and `tests/test_sharding.py`; none without rules."""
+    """`<package>/sharding.py` and `tests/test_sharding.py`; none without rules."""
     if all(op.sharding is None for op in ops):
         return []
     # imported here: a project without sharding rules (the usual one) never needs it
@@ -58,11 +57,9 @@ def sharding_artifacts(
     def tests() -> Context:
         return {**plain(), "tests": [sharding_test_context(op) for op in sharded]}
 
-    shared, tested, custom = sharding_generated_paths(pkg)
+    module, tested, custom = sharding_generated_paths(pkg)
     items = [
-        (shared[0], "package/sharding.py.j2", rules),
-        (shared[1], "package/_dist_pool.py.j2", plain),
-        (shared[2], "package/_sharding_testing.py.j2", plain),
+        (module, "package/sharding.py.j2", rules),
         (tested, "tests/test_sharding.py.j2", tests),
     ]
     if any(op.sharding is not None and op.sharding.rule == "custom" for op in sharded):

@@ -1,4 +1,4 @@
-"""Checks of the generated _testing.py helpers themselves, run inside the matrix project.
+"""Checks of the opgen.testing helpers themselves, run inside the matrix project.
 
 Copied to tests/test_harness.py of the generated project by tests/test_runtime_matrix.py.
 """
@@ -8,29 +8,24 @@ from __future__ import annotations
 import pytest
 import torch
 
+from opgen.testing import TensorSpec, check_compile, check_gradients, materialize, tolerances
+from opgen.testing._schema import bind
+
 import rtm_ops
-from rtm_ops._testing import (
-    TensorSpec,
-    _bind,
-    check_compile,
-    check_gradients,
-    materialize,
-    tolerances,
-)
 
 
 def test_opcheck_binding_stops_at_the_first_omitted_argument():
-    op = torch.ops.rtm.sum_shape.default
+    schema = "rtm::sum_shape(Tensor x, float alpha=1.0, float beta=0.0) -> Tensor"
     (kwargs,) = materialize([{"x": TensorSpec((3,)), "beta": 0.5}], "cpu", torch.float32)
-    args, rest = _bind(op, kwargs)
+    args, rest = bind(schema, kwargs)
     assert [a is kwargs["x"] for a in args] == [True]
     assert rest == {"beta": 0.5}
 
 
 def test_keyword_only_arguments_are_passed_by_keyword():
-    op = torch.ops.rtm.affine_kw.default
+    schema = "rtm::affine_kw(Tensor x, *, float alpha=1.0, float beta=0.0) -> Tensor"
     (kwargs,) = materialize([{"x": TensorSpec((3,)), "alpha": 2.0}], "cpu", torch.float32)
-    args, rest = _bind(op, kwargs)
+    args, rest = bind(schema, kwargs)
     assert len(args) == 1 and rest == {"alpha": 2.0}
 
 
@@ -74,7 +69,7 @@ def test_compile_fails_without_any_gradient_to_compare():
             samples,
             "cpu",
             torch.float32,
-            "eager",
+            backend="eager",
             differentiable=("x",),
             spec="ops/affine_kw.toml",
         )

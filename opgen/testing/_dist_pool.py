@@ -1,16 +1,17 @@
-{{ header }}
 """A pool of gloo processes on 127.0.0.1 that every distributed test of a pytest session shares.
 
 Starting a process group costs seconds (spawning, importing torch and the
 operators), so the ranks are started once, on first use, and each test sends
 them a payload: an importable function and picklable arguments, run on every
-rank as `fn(mesh, *args, **kwargs)` with a 1-D CPU DeviceMesh. The pytest
-process only coordinates: it hosts the rendezvous store on a port the OS
-picks (no race for a free port), waits for every rank with a deadline, and
-reports an error on any rank at once. A rank that died or did not answer,
-or an error some rank did not share, closes the pool (no rank stays blocked
-in a collective) and the next payload starts a fresh one. The ranks exit
-when the pytest process does, even if it is killed.
+rank as `fn(mesh, *args, **kwargs)` with a 1-D CPU DeviceMesh. The ranks
+import the modules the pool is given (the project's package) while they start,
+so that this happens while the other tests run. The pytest process only
+coordinates: it hosts the rendezvous store on a port the OS picks (no race for
+a free port), waits for every rank with a deadline, and reports an error on
+any rank at once. A rank that died or did not answer, or an error some rank did
+not share, closes the pool (no rank stays blocked in a collective) and the next
+payload starts a fresh one. The ranks exit when the pytest process does, even
+if it is killed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import multiprocessing.connection as mpc
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["DistPool"]
@@ -32,7 +33,11 @@ PAYLOAD_TIMEOUT_S = 300.0  # one test's payload, on every rank
 ERROR_GRACE_S = 3.0  # after one rank's error, how long the others may take to report theirs
 
 
-def _worker(rank: int, world_size: int, port: int, conn: mpc.Connection) -> None:
+def _worker(
+    rank: int, world_size: int, port: int, imports: tuple[str, ...], conn: mpc.Connection
+) -> None:
+    import importlib
+
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -42,7 +47,13 @@ def _worker(rank: int, world_size: int, port: int, conn: mpc.Connection) -> None
     store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
     mesh = init_device_mesh("cpu", (world_size,))
-    conn.send(("ready", None))
+    try:
+        for module in imports:
+            importlib.import_module(module)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    else:
+        conn.send(("ready", None))
     parent = mp.parent_process()
     try:
         while True:
@@ -64,10 +75,12 @@ def _worker(rank: int, world_size: int, port: int, conn: mpc.Connection) -> None
 
 
 class DistPool:
-    """`world_size` gloo ranks, started on the first `run` and after any failure."""
+    """`world_size` gloo ranks, started on the first `run` and after any failure; each rank
+    imports the modules `imports` (`["mylib.sharding"]`) as it starts."""
 
-    def __init__(self, world_size: int = 2) -> None:
+    def __init__(self, world_size: int = 2, imports: Sequence[str] = ()) -> None:
         self.world_size = world_size
+        self.imports = tuple(imports)
         self.starts = 0  # how many times the ranks were started
         self._procs: list[Any] = []
         self._conns: list[mpc.Connection] = []
@@ -90,7 +103,11 @@ class DistPool:
         """`fn(mesh, *args, **kwargs)` on every rank; the results, by rank."""
         self.launch()
         if not self._ready:
-            self._gather("starting the ranks", READY_TIMEOUT_S)
+            try:
+                self._gather("starting the ranks", READY_TIMEOUT_S)
+            except BaseException:
+                self.close()  # a rank that failed to start is of no use to the next payload
+                raise
             self._ready = True
         for conn in self._conns:
             conn.send((fn, args, kwargs))
@@ -132,7 +149,7 @@ class DistPool:
             ours, theirs = ctx.Pipe()
             proc = ctx.Process(
                 target=_worker,
-                args=(rank, self.world_size, self._store.port, theirs),
+                args=(rank, self.world_size, self._store.port, self.imports, theirs),
                 name=f"dist-rank{rank}",
                 daemon=True,
             )
@@ -148,9 +165,13 @@ class DistPool:
         replies: dict[int, tuple[str, Any]] = {}
         deadline = time.monotonic() + timeout_s
         while len(replies) < self.world_size:
-            waiting = {c: r for r, c in enumerate(self._conns) if r not in replies}
-            sentinels = {p.sentinel: r for r, p in enumerate(self._procs) if r not in replies}
-            ready = mpc.wait([*waiting, *sentinels], timeout=max(0.0, deadline - time.monotonic()))
+            waiting: dict[Any, int] = {c: r for r, c in enumerate(self._conns) if r not in replies}
+            sentinels: dict[Any, int] = {
+                p.sentinel: r for r, p in enumerate(self._procs) if r not in replies
+            }
+            ready: list[Any] = mpc.wait(
+                [*waiting, *sentinels], timeout=max(0.0, deadline - time.monotonic())
+            )
             if not ready:
                 busy = frozenset(waiting.values())
                 if any(kind == "error" for kind, _ in replies.values()):

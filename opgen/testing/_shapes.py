@@ -1,37 +1,26 @@
-{{ header }}
-"""The generated tests' checks of what PyTorch 2 does with an op beyond eager calls:
-dynamic shapes, torch.export, CUDA graphs, autocast and tags."""
+"""The checks that an op's fake kernel holds at other sizes: torch.compile(dynamic=True) and
+torch.export with a dynamic dim."""
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
 import torch
 
-from ._testing import (
-    ShapeCoverageWarning,
-    _assert_same,
-    _describe,
-    _message,
-    _outputs,
-    tolerances,
-)
-from ._testing_samples import TensorSpec, _tensor
-from ._testing_samples import clone as _clone
+from ._compare import Bound, assert_same, describe, message, outputs, tolerances
+from ._coverage import ShapeCoverageWarning
+from ._samples import Sample, Samples, TensorSpec, make_tensor
+from ._samples import clone as _clone
 
-__all__ = [
-    "check_dynamic_shapes",
-    "check_export",
-    "check_autocast",
-    "check_tags",
-    "check_cuda_graph",
-    "check_cuda_graph_compiled",
-]
+__all__ = ["check_dynamic_shapes", "check_export", "first_sample", "made", "tables"]
 
 _GROWTH = (0, 1, 2)
+
+# (dim, size): only that dim of the tensors where it has that size grows
+Tie = tuple[int, int]
 
 
 def _grow(size: int, step: int) -> int:
@@ -52,22 +41,19 @@ def _has_elements(value: Any) -> bool:
     return True
 
 
-def _tables(samples) -> list[dict[str, Any]]:
+def tables(samples: Samples) -> list[Sample]:
     """The samples written in the spec (a generator of testing_helpers.py has no sizes to grow)."""
     return [s for s in samples if isinstance(s, dict)]
 
 
-def _first_sample(samples, spec: str, what: str) -> dict[str, Any]:
-    sample = next((s for s in _tables(samples) if all(_has_elements(v) for v in s.values())), None)
+def first_sample(samples: Samples, spec: str, what: str) -> Sample:
+    """The first table whose tensors all have elements."""
+    sample = next((s for s in tables(samples) if all(_has_elements(v) for v in s.values())), None)
     if sample is None:
         raise AssertionError(
             f"no [[test.samples]] table of {spec} has only non-empty tensors: {what} needs one"
         )
     return sample
-
-
-# (dim, size): only that dim of the tensors where it has that size grows
-Tie = tuple[int, int]
 
 
 def _grown_shape(shape: tuple[int, ...], step: int, tie: Tie | None) -> tuple[int, ...]:
@@ -81,11 +67,11 @@ def _grown_shape(shape: tuple[int, ...], step: int, tie: Tie | None) -> tuple[in
     return tuple(grown)
 
 
-def _make(
+def made(
     value: Any,
     device: str,
-    dtype: torch.dtype,
-    step: int,
+    dtype: Any,
+    step: int = 0,
     sizes: bool = False,
     tie: Tie | None = None,
 ) -> Any:
@@ -97,11 +83,11 @@ def _make(
     """
     if isinstance(value, TensorSpec):
         shape = _grown_shape(value.shape, step, tie) if _growable(value) else value.shape
-        return _tensor(
+        return make_tensor(
             dataclasses.replace(value, shape=shape, noncontiguous=False), device, dtype, False
         )
     if isinstance(value, list) and value and isinstance(value[0], TensorSpec):
-        return [_make(v, device, dtype, step, tie=tie) for v in value]
+        return [made(v, device, dtype, step, tie=tie) for v in value]
     if tie is None and sizes and isinstance(value, int) and not isinstance(value, bool):
         return _grow(value, step)
     if tie is None and sizes and isinstance(value, list):
@@ -109,7 +95,7 @@ def _make(
     return value
 
 
-def _specs(sample: dict[str, Any]) -> list[TensorSpec]:
+def _specs(sample: Sample) -> list[TensorSpec]:
     """The sample's tensors, lists opened, in argument order."""
     return [
         spec
@@ -119,7 +105,7 @@ def _specs(sample: dict[str, Any]) -> list[TensorSpec]:
     ]
 
 
-def _ties(sample: dict[str, Any]) -> list[Tie]:
+def _ties(sample: Sample) -> list[Tie]:
     """Dim 0, then the last dim, of the sample's first random tensor with dims: what grows when
     not every size can."""
     first = next((s for s in _specs(sample) if _growable(s) and s.shape), None)
@@ -129,7 +115,7 @@ def _ties(sample: dict[str, Any]) -> list[Tie]:
     return ties[:1] if len(first.shape) == 1 else ties
 
 
-def _refusal(call: Any, kwargs: dict[str, Any]) -> str | None:
+def _refusal(call: Callable[[Sample], Any], kwargs: Sample) -> str | None:
     """Why the op refuses these grown inputs (sizes it ties to exact values may not grow), or
     None where it runs on them."""
     try:
@@ -145,7 +131,7 @@ def _warn_nothing_grows(op: Any, test: str, why: str | None, spec: str) -> None:
     warnings.warn(
         ShapeCoverageWarning(
             f"the {test} test of {spec} grows no size of its sample ("
-            + (f"{_describe(op)} refused it grown: {why}" if why else "no size in it is over 1")
+            + (f"{describe(op)} refused it grown: {why}" if why else "no size in it is over 1")
             + "), so it cannot find a fake kernel that specializes on a size; make the first "
             "[[test.samples]] table one whose random tensors the op also takes a few rows or "
             "columns larger"
@@ -154,7 +140,7 @@ def _warn_nothing_grows(op: Any, test: str, why: str | None, spec: str) -> None:
     )
 
 
-def _grows(sample: dict[str, Any], sizes: Any) -> bool:
+def _grows(sample: Sample, sizes: Iterable[str]) -> bool:
     """Whether the sample has a size to grow: a random tensor's dim or a size argument over 1."""
     values = [sample.get(name) for name in sizes]
     ints = [v for value in values for v in (value if isinstance(value, list) else [value])]
@@ -176,8 +162,31 @@ def _read(value: Any) -> Any:
     return value.shape[0] if isinstance(value, torch.Tensor) else value
 
 
+def _frames_why(ints: tuple[str, ...]) -> str:
+    if ints:
+        verb = "is" if len(ints) == 1 else "are"
+        return (
+            f"{', '.join(ints)} {verb} int in the schema, and torch.compile specializes on ints: "
+            "declare them SymInt (the kernel keeps plain integers)"
+        )
+    return (
+        "the fake kernel specializes on a size (e.g. int() of a shape, a float return computed "
+        "from one, or a Python branch on it)"
+    )
+
+
 def check_dynamic_shapes(
-    op, samples, device, dtype, sizes=(), ints=(), mutated=(), atol=None, rtol=None, spec="the spec"
+    op: Any,
+    samples: Samples,
+    device: str,
+    dtype: Any,
+    *,
+    sizes: tuple[str, ...] = (),
+    ints: tuple[str, ...] = (),
+    mutated: tuple[str, ...] = (),
+    atol: Bound = None,
+    rtol: Bound = None,
+    spec: str = "the spec",
 ) -> None:
     """torch.compile(dynamic=True) compiles the op once for three sizes of the same sample.
 
@@ -186,21 +195,20 @@ def check_dynamic_shapes(
     input shapes. An `int` size in the schema (`ints`) makes torch.compile
     specialize on it and compile again for every value: declare it SymInt.
     """
-    import torch._dynamo
-    import torch.fx.experimental._config
+    import torch.fx.experimental._config as shape_config
     from torch._dynamo.testing import CompileCounter
 
-    sample = _first_sample(samples, spec, "the dynamic-shape test")
-    torch._dynamo.reset()
+    sample = first_sample(samples, spec, "the dynamic-shape test")
+    torch.compiler.reset()
     counter = CompileCounter()
 
-    def call(inputs: dict[str, Any]) -> Any:
+    def call(inputs: Sample) -> Any:
         kwargs = {name: _read(value) if name in sizes else value for name, value in inputs.items()}
-        return _outputs(op(**kwargs), kwargs, mutated)
+        return outputs(op(**kwargs), kwargs, mutated)
 
-    def grown(step: int, tie: Tie | None) -> dict[str, Any]:
+    def grown(step: int, tie: Tie | None) -> Sample:
         return {
-            name: _make(value, device, dtype, step, name in sizes, tie)
+            name: made(value, device, dtype, step, name in sizes, tie)
             for name, value in sample.items()
         }
 
@@ -215,32 +223,24 @@ def check_dynamic_shapes(
     compiled = torch.compile(call, backend=counter, dynamic=True, fullgraph=True)
     # Without duck sizing: sizes a sample makes equal by chance (offsets of 4 values beside a
     # size of 4) are not tied together, so only the op's own specializations recompile.
-    with torch.fx.experimental._config.patch(use_duck_shape=False):
+    with shape_config.patch(use_duck_shape=False):
         for step in growth:
             kwargs = grown(step, ties[0] if ties else None)
             expected = call(_clone(kwargs))
-            got = compiled(
-                {
-                    name: _carried(v, device) if name in sizes else v
-                    for name, v in _clone(kwargs).items()
-                }
-            )
-            _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
-    why = (
-        f"{', '.join(ints)} {'is' if len(ints) == 1 else 'are'} int in the schema, and "
-        "torch.compile specializes on ints: declare them SymInt (the kernel keeps plain "
-        "integers)"
-        if ints
-        else "the fake kernel specializes on a size (e.g. int() of a shape, a float return "
-        "computed from one, or a Python branch on it)"
-    )
+            carried = {
+                name: _carried(v, device) if name in sizes else v
+                for name, v in _clone(kwargs).items()
+            }
+            got = compiled(carried)
+            assert_same(got, expected, message(op, 0), **tolerances(dtype, atol, rtol))
     frames = counter.frame_count
-    assert (
-        frames == 1
-    ), f"torch.compile(dynamic=True) compiled {frames} frames for {len(_GROWTH)} sizes: {why}"
+    assert frames == 1, (
+        f"torch.compile(dynamic=True) compiled {frames} frames for {len(_GROWTH)} sizes: "
+        + _frames_why(ints)
+    )
 
 
-def _leaves(kwargs: dict[str, Any]) -> list[tuple[str, int | None]]:
+def _leaves(kwargs: Sample) -> list[tuple[str, int | None]]:
     """Where the tensors of a call are: (argument, index in its list or None)."""
     out: list[tuple[str, int | None]] = []
     for name, value in kwargs.items():
@@ -251,9 +251,7 @@ def _leaves(kwargs: dict[str, Any]) -> list[tuple[str, int | None]]:
     return out
 
 
-def _bound(
-    kwargs: dict[str, Any], leaves: list[tuple[str, int | None]], tensors: Any
-) -> dict[str, Any]:
+def _bound(kwargs: Sample, leaves: list[tuple[str, int | None]], tensors: Any) -> Sample:
     bound = {name: list(v) if isinstance(v, list) else v for name, v in kwargs.items()}
     for (name, index), tensor in zip(leaves, tensors, strict=True):
         if index is None:
@@ -263,7 +261,7 @@ def _bound(
     return bound
 
 
-def _dynamic_dims(sample: dict[str, Any], tie: Tie | None) -> list[Any]:
+def _dynamic_dims(sample: Sample, tie: Tie | None) -> list[Any]:
     """Per tensor of the sample (lists opened): {dim: Dim.DYNAMIC} where `tie` grows it, else
     None. Dim.DYNAMIC lets the op narrow the size's range (`n - n // 2 != 1` gives n >= 4) and
     the equalities its checks impose, and fails only where the op fixes the size."""
@@ -281,37 +279,46 @@ def _dynamic_dims(sample: dict[str, Any], tie: Tie | None) -> list[Any]:
     ]
 
 
+def _batched(sample: Sample) -> bool:
+    return any(
+        isinstance(v, TensorSpec) and _growable(v) and len(v.shape) > 0 and v.shape[0] >= 2
+        for v in sample.values()
+    )
+
+
 def check_export(
-    wrapper, samples, device, dtype, mutated=(), atol=None, rtol=None, spec="the spec"
+    wrapper: Any,
+    samples: Samples,
+    device: str,
+    dtype: Any,
+    *,
+    mutated: tuple[str, ...] = (),
+    atol: Bound = None,
+    rtol: Bound = None,
+    spec: str = "the spec",
 ) -> None:
     """torch.export.export of a module calling the op, one dim dynamic where the sample allows
     (dim 0, else the last), runs like eager at another size of that dim."""
     from torch._dynamo.exc import UserError
 
-    def batched(sample: dict[str, Any]) -> bool:
-        return any(
-            isinstance(v, TensorSpec) and _growable(v) and len(v.shape) and v.shape[0] >= 2
-            for v in sample.values()
-        )
-
-    tables = [s for s in _tables(samples) if all(_has_elements(v) for v in s.values())]
-    sample = next((s for s in tables if batched(s)), None) or _first_sample(
+    full = [s for s in tables(samples) if all(_has_elements(v) for v in s.values())]
+    sample = next((s for s in full if _batched(s)), None) or first_sample(
         samples, spec, "the export test"
     )
-    kwargs = {name: _make(value, device, dtype, 0) for name, value in sample.items()}
+    kwargs = {name: made(value, device, dtype) for name, value in sample.items()}
     leaves = _leaves(kwargs)
     tensors = [kwargs[n] if i is None else kwargs[n][i] for n, i in leaves]
 
-    def call(inputs: dict[str, Any]) -> Any:
-        return _outputs(wrapper(**inputs), inputs, mutated)
+    def call(inputs: Sample) -> Any:
+        return outputs(wrapper(**inputs), inputs, mutated)
 
     class Op(torch.nn.Module):
-        def forward(self, *inputs: torch.Tensor) -> Any:
+        def forward(self, *inputs: Any) -> Any:
             return call(_bound(kwargs, leaves, inputs))
 
-    def grown(tie: Tie | None) -> dict[str, Any]:
+    def grown(tie: Tie | None) -> Sample:
         step = 0 if tie is None else 3
-        return {name: _make(value, device, dtype, step, tie=tie) for name, value in sample.items()}
+        return {name: made(value, device, dtype, step, tie=tie) for name, value in sample.items()}
 
     # Dim 0 is dynamic where the op accepts 3 more rows; else the last dim where it accepts
     # that (sizes tied to exact values stay); else none: the program runs at the sample's size.
@@ -326,108 +333,15 @@ def check_export(
             Op(), tuple(tensors), dynamic_shapes=(tuple(dynamic),) if tensors else None
         )
     except UserError as error:
-        if "Constraints violated" not in str(error):
+        if "Constraints violated" not in str(error) or tie is None:
             raise
         raise AssertionError(
-            f"{_describe(wrapper)}: torch.export cannot keep dim {tie[0]} of {spec}'s sample "
+            f"{describe(wrapper)}: torch.export cannot keep dim {tie[0]} of {spec}'s sample "
             "dynamic: the op specializes on that size (an int argument or return computed from "
             "it: declare it SymInt; the dynamic-shape test names it)"
         ) from error
     larger = grown(tie)
     eager = _clone(larger)
-    expected = _outputs(wrapper(**eager), eager, mutated)
+    expected = outputs(wrapper(**eager), eager, mutated)
     got = program.module()(*(larger[n] if i is None else larger[n][i] for n, i in _leaves(larger)))
-    _assert_same(got, expected, _message(wrapper, 0), **tolerances(dtype, atol, rtol))
-
-
-def _autocast(value: Any, dtype: torch.dtype) -> Any:
-    """torch.autocast's input policy of register_autocast: floating tensors cast, float64 never."""
-    if isinstance(value, list):
-        return [_autocast(v, dtype) for v in value]
-    if (
-        isinstance(value, torch.Tensor)
-        and value.is_floating_point()
-        and value.dtype != torch.float64
-    ):
-        return value.to(dtype)
-    return value
-
-
-def check_autocast(op, reference, samples, device, dtype, atol=None, rtol=None) -> None:
-    """Under torch.autocast the op runs in `dtype` and matches the reference on inputs cast the
-    same way."""
-    for kwargs in (
-        {name: _make(value, device, torch.float32, 0) for name, value in s.items()}
-        for s in _tables(samples)
-    ):
-        with torch.autocast(device, dtype=dtype):
-            got = op(**_clone(kwargs))
-        expected = reference(**{name: _autocast(v, dtype) for name, v in kwargs.items()})
-        for out in got if isinstance(got, (tuple, list)) else (got,):
-            assert (
-                out.dtype == dtype
-            ), f"under torch.autocast the op returned {out.dtype}, not {dtype}"
-        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
-
-
-def check_tags(op, tags) -> None:
-    """The registered op carries the spec's tags."""
-    missing = {getattr(torch.Tag, t) for t in tags} - set(op.tags)
-    assert not missing, f"{op} lacks the tags {sorted(t.name for t in missing)} (it has {op.tags})"
-
-
-def _cuda_sample(samples, spec: str) -> dict[str, Any]:
-    if not torch.cuda.is_available():
-        pytest.skip("CUDA graphs need a CUDA device")
-    return _first_sample(samples, spec, "the CUDA graph test")
-
-
-def check_cuda_graph(op, samples, dtype, mutated=(), atol=None, rtol=None, spec="the spec") -> None:
-    """Captured in a torch.cuda.CUDAGraph, the op replays on fresh inputs like eager.
-
-    A kernel launched on the legacy default stream instead of the current one is
-    not captured: the replay then leaves the output stale, or capture fails.
-    """
-    sample = _cuda_sample(samples, spec)
-    static = {name: _make(value, "cuda", dtype, 0) for name, value in sample.items()}
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            op(**_clone(static))
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        output = _outputs(op(**static), static, mutated)
-    torch.manual_seed(1)
-    fresh = {name: _make(value, "cuda", dtype, 0) for name, value in sample.items()}
-    for name, value in fresh.items():
-        if isinstance(value, torch.Tensor):
-            static[name].copy_(value)
-    graph.replay()
-    torch.cuda.synchronize()
-    eager = _clone(fresh)
-    expected = _outputs(op(**eager), eager, mutated)
-    _assert_same(output, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
-
-
-def check_cuda_graph_compiled(
-    op, samples, dtype, mutated=(), atol=None, rtol=None, spec="the spec"
-) -> None:
-    """torch.compile(mode="reduce-overhead") (CUDA graphs under Inductor) matches eager over
-    three calls."""
-    import torch._dynamo
-
-    sample = _cuda_sample(samples, spec)
-    torch._dynamo.reset()
-
-    def call(**kwargs: Any) -> Any:
-        return _outputs(op(**kwargs), kwargs, mutated)
-
-    compiled = torch.compile(call, mode="reduce-overhead", fullgraph=True)
-    for seed in range(3):
-        torch.manual_seed(seed)
-        kwargs = {name: _make(value, "cuda", dtype, 0) for name, value in sample.items()}
-        expected = call(**_clone(kwargs))
-        got = compiled(**_clone(kwargs))
-        _assert_same(got, expected, _message(op, 0), **tolerances(dtype, atol, rtol))
+    assert_same(got, expected, message(wrapper, 0), **tolerances(dtype, atol, rtol))

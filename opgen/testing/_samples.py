@@ -1,9 +1,8 @@
-{{ header }}
 """The spec's samples made into arguments, and an op's outputs made into a flat list.
 
-Every generated check (reference, opcheck, gradcheck, compile, and those of
-other test modules) builds its arguments with `materialize` and walks outputs
-with `flatten`, so they all see the same tensors and the same structure.
+Every check (reference, opcheck, gradcheck, compile, and those of the other
+modules) builds its arguments with `materialize` and walks outputs with
+`flatten`, so they all see the same tensors and the same structure.
 """
 
 from __future__ import annotations
@@ -15,14 +14,36 @@ from typing import Any
 import torch
 
 __all__ = [
+    "Sample",
+    "Samples",
     "TensorSpec",
-    "materialize",
-    "flatten",
-    "tensors_of",
     "clone",
-    "optional_coverage",
     "dtype_coverage",
+    "dtype_named",
+    "flatten",
+    "materialize",
+    "optional_coverage",
+    "tensors_of",
 ]
+
+Sample = dict[str, Any]
+# A sample is a table of the spec, or a generator of testing_helpers.py giving several.
+Samples = list[Sample | Callable[[str, Any], list[Sample]]]
+
+# torch's dtypes by name ("float32"): a lookup that reaches nothing but dtypes.
+_DTYPES = {
+    str(value).removeprefix("torch."): value
+    for value in vars(torch).values()
+    if isinstance(value, torch.dtype)
+}
+
+
+def dtype_named(name: str) -> Any:
+    """The torch.dtype called `name` ("float32", "int64")."""
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"torch has no dtype {name!r}") from None
 
 
 @dataclass(frozen=True)
@@ -40,7 +61,7 @@ class TensorSpec:
     requires_grad: bool = True
 
 
-def _offsets(spec: TensorSpec, device: str, dtype: torch.dtype) -> torch.Tensor:
+def _offsets(spec: TensorSpec, device: str, dtype: Any) -> Any:
     """0 followed by running sums of lengths drawn in [low, high): jagged offsets."""
     low = int(spec.low) if spec.low is not None else 0
     high = int(spec.high) if spec.high is not None else low + 4
@@ -48,8 +69,9 @@ def _offsets(spec: TensorSpec, device: str, dtype: torch.dtype) -> torch.Tensor:
     return torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]).to(device)
 
 
-def _tensor(spec: TensorSpec, device: str, dtype: torch.dtype, requires_grad: bool) -> torch.Tensor:
-    dtype = getattr(torch, spec.dtype) if spec.dtype else dtype
+def make_tensor(spec: TensorSpec, device: str, dtype: Any, requires_grad: bool) -> Any:
+    """The tensor `spec` describes, in `dtype` unless it names its own."""
+    dtype = dtype_named(spec.dtype) if spec.dtype else dtype
     requires_grad = (
         requires_grad and spec.requires_grad and (dtype.is_floating_point or dtype.is_complex)
     )
@@ -77,9 +99,9 @@ def _tensor(spec: TensorSpec, device: str, dtype: torch.dtype, requires_grad: bo
     return tensor.requires_grad_(requires_grad)
 
 
-def _value(value: Any, device: str, dtype: torch.dtype, grad: bool) -> Any:
+def _value(value: Any, device: str, dtype: Any, grad: bool) -> Any:
     if isinstance(value, TensorSpec):
-        return _tensor(value, device, dtype, grad)
+        return make_tensor(value, device, dtype, grad)
     if isinstance(value, torch.Tensor):  # from a generator of testing_helpers.py
         can = grad and (value.is_floating_point() or value.is_complex())
         return value.detach().clone().requires_grad_(can) if can else value
@@ -88,12 +110,9 @@ def _value(value: Any, device: str, dtype: torch.dtype, grad: bool) -> Any:
     return value
 
 
-Samples = list[dict[str, Any] | Callable[[str, torch.dtype], list[dict[str, Any]]]]
-
-
 def materialize(
-    samples: Samples, device: str, dtype: torch.dtype, requires_grad: Iterable[str] = ()
-) -> Iterator[dict[str, Any]]:
+    samples: Samples, device: str, dtype: Any, requires_grad: Iterable[str] = ()
+) -> Iterator[Sample]:
     """Build each sample's arguments; the same seed gives the same tensors.
 
     A sample is a table of the spec (`TensorSpec` for tensors) or a generator of
@@ -117,7 +136,8 @@ def flatten(value: Any) -> list[Any]:
     return [value]
 
 
-def tensors_of(value: Any) -> list[torch.Tensor]:
+def tensors_of(value: Any) -> list[Any]:
+    """The tensors among `value`'s leaves, in order."""
     return [leaf for leaf in flatten(value) if isinstance(leaf, torch.Tensor)]
 
 
@@ -132,7 +152,7 @@ def clone(value: Any) -> Any:
     return value
 
 
-def optional_coverage(samples: list[dict[str, Any]], optional: Iterable[str]) -> dict[str, str]:
+def optional_coverage(samples: list[Sample], optional: Iterable[str]) -> dict[str, str]:
     """For each optional argument, which samples give it and which pass None or leave it out."""
     lines = {}
     for name in optional:
@@ -144,7 +164,7 @@ def optional_coverage(samples: list[dict[str, Any]], optional: Iterable[str]) ->
     return lines
 
 
-def dtype_coverage(samples: Samples, dtypes: Iterable[torch.dtype]) -> dict[str, str]:
+def dtype_coverage(samples: Samples, dtypes: Iterable[Any]) -> dict[str, str]:
     """For each test dtype, which samples built for it hold a tensor of it: a sample whose
     tensors all name their dtype, or a generator that ignores its `dtype`, runs the op in
     another dtype than the test's."""
