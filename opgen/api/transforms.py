@@ -141,10 +141,13 @@ def function_context(
 
 
 def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
-    """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`)."""
+    """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`).
+
+    is_compiling first: Dynamo cannot trace needs_function's check for torch.func wrappers.
+    """
     tensors = [a.name for a in op.args if a.differentiable]
     call = f"{n['needs_function']}({', '.join(tensors)})"
-    return condition("if", [call, f"not {n['torch']}.compiler.is_compiling()"], "and", "    ")
+    return condition("if", [f"not {n['torch']}.compiler.is_compiling()", call], "and", "    ")
 
 
 def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:

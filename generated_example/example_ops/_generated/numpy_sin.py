@@ -82,6 +82,6 @@ def _(info, in_dims, x):
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
-    if needs_function(x) and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and needs_function(x):
         return _NumpySinFunction.apply(x)
     return _op(x)
