@@ -124,6 +124,9 @@ def function_context(
         "uses_lists": plan.uses_lists,
         "sibling_imports": _sibling_modules(op, siblings),
         "tracked_lines": _tracked(op, n),
+        "lists_literal": literal(lists) if lists else None,
+        # torch leaves trailing arguments equal to their defaults out of needs_input_grad
+        "padded_needs": any(a.differentiable and a.default is not None for a in op.args),
         "keyword_only": [a.name for a in op.args if a.kwarg_only],
         "keyword_only_literal": literal(tuple(a.name for a in op.args if a.kwarg_only)),
         "positional_count": sum(1 for a in op.args if not a.kwarg_only),
