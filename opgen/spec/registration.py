@@ -72,8 +72,6 @@ def custom_op_refusal(args: tuple[Arg, ...], rets: tuple[Ret, ...], overload: st
         return "it is an overload"
     if any(r.aliased for r in rets):
         return "its returns alias arguments"
-    if rets and any(a.mutated for a in args):
-        return "it writes arguments and also returns values"
     if any(a.kwarg_only and a.differentiable for a in args):
         return "it takes keyword-only tensors"
     return None

@@ -54,18 +54,34 @@ def check_reference(
     dtype: Any,
     *,
     mutated: tuple[str, ...] = (),
+    written: tuple[str, ...] = (),
     atol: Bound = None,
     rtol: Bound = None,
 ) -> None:
     """`op` (the registered op or the typed wrapper) matches the spec's reference expression.
 
-    An op that returns values is compared on them; one that returns nothing, on
-    the arguments it writes.
+    An op that returns values is compared on them, and on the arguments in `written`
+    (those it writes without returning them) against the reference's copies of them,
+    which the reference writes in place as the op does; an op that returns nothing
+    is compared on the arguments it writes, which the reference returns.
     """
+    limits = tolerances(dtype, atol, rtol)
     for index, kwargs in enumerate(materialize(samples, device, dtype)):
-        expected = reference(**clone(kwargs))
+        copies = clone(kwargs)
+        expected = reference(**copies)
         got = outputs(op(**kwargs), kwargs, mutated)
-        assert_same(got, expected, message(op, index), **tolerances(dtype, atol, rtol))
+        assert_same(got, expected, message(op, index), **limits)
+        for name in written:
+            where = message(op, index)
+            assert_same(
+                kwargs[name],
+                copies[name],
+                lambda text, name=name, where=where: where(
+                    f"{name}, which the op writes: {text}\n(the reference must write {name} as "
+                    f"the op does, in place on its copy: e.g. `({name}.copy_(...), result)[1]`)"
+                ),
+                **limits,
+            )
 
 
 _OPCHECK_TESTS = (
