@@ -15,6 +15,12 @@ here. Its fenced blocks, in order, in one fresh temporary folder per tutorial:
 
 No other block is allowed: a tutorial shows nothing that is not executed. The last block that
 runs `opgen test` must pass.
+
+A reader follows a tutorial in a venv holding opgen and its dependencies alone, so the packages
+that only opgen's `[test]` extra installs (numpy, pillow) are hidden from the blocks: a tutorial
+that needs one fails here, unless its source declares it in a comment, `<!-- needs: numpy -->`,
+and says so to the reader. (hypothesis stays importable: its pytest plugin loads in every pytest
+run of this venv, and the generated tests do not use it.)
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,20 +85,44 @@ def gpu_blocks_run() -> bool:
     return torch.cuda.is_available()
 
 
-def shims(folder: Path) -> dict[str, str]:
-    """An environment whose `opgen` and `python` are this checkout's, under the test's interpreter."""
+# Installed by opgen's `[test]` extra only, as the modules they are imported by.
+TEST_EXTRAS_ONLY = ("numpy", "PIL")
+
+
+NEEDS = re.compile(r"^<!-- needs: (?P<modules>[\w, ]+) -->$", re.MULTILINE)
+
+
+def declared_needs(page: Path) -> set[str]:
+    """The test extras a tutorial says it needs (`<!-- needs: numpy -->`)."""
+    found = NEEDS.search(page.read_text(encoding="utf-8"))
+    return {m.strip() for m in found["modules"].split(",")} if found else set()
+
+
+def shims(folder: Path, needs: AbstractSet[str] = frozenset()) -> dict[str, str]:
+    """An environment whose `opgen` and `python` are this checkout's, under the test's interpreter,
+    and where the packages of the `[test]` extra are not found, except those in `needs`."""
+    unknown = needs - set(TEST_EXTRAS_ONLY)
+    assert not unknown, f"<!-- needs: ... --> names {sorted(unknown)}, not in {TEST_EXTRAS_ONLY}"
     folder.mkdir()
     for name, command in (("python", ""), ("opgen", " -m opgen")):
         shim = folder / name
         shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)}{command} "$@"\n')
         shim.chmod(0o755)
-    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    hidden = folder / "hidden"
+    hidden.mkdir()
+    for module in set(TEST_EXTRAS_ONLY) - needs:
+        (hidden / module).mkdir()
+        (hidden / module / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {module!r}'!r}, name={module!r})\n"
+        )
+    path = os.pathsep.join(p for p in (str(hidden), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": path}
 
 
 def run_tutorial(name: str, home: Path) -> tuple[int, int, str]:
     """Runs the tutorial's blocks; returns (blocks run, blocks not run, last `opgen test` output)."""
     page = TUTORIALS / name
-    env = shims(home / ".bin")
+    env = shims(home / ".bin", declared_needs(page))
     cwd = home / "work"
     cwd.mkdir()
     state = home / ".cwd"
@@ -149,6 +180,47 @@ def test_every_tutorial_is_in_the_index() -> None:
     index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
     for name in tutorial_names():
         assert f"(tutorials/{name})" in index, f"docs/index.md does not link tutorials/{name}"
+
+
+PROBE = """
+import opgen, torch, jinja2, typer, black, pytest
+
+found = []
+for name in ("numpy", "PIL"):
+    try:
+        __import__(name)
+        found.append(name)
+    except ModuleNotFoundError:
+        pass
+print(found)
+"""
+
+
+def test_the_blocks_find_opgen_and_its_dependencies_but_not_the_test_extras(
+    tmp_path: Path,
+) -> None:
+    env = shims(tmp_path / "bin")
+    run = subprocess.run(["python", "-c", PROBE], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+    run = subprocess.run(
+        ["python", "-c", PROBE],
+        env=shims(tmp_path / "bin2", {"numpy"}),
+        capture_output=True,
+        text=True,
+    )
+    assert run.stdout.strip() == "['numpy']", run.stderr
+
+
+def test_a_tutorial_declares_the_test_extras_it_needs(tmp_path: Path) -> None:
+    page = tmp_path / "t.md"
+    page.write_text("# T\n\n<!-- needs: numpy -->\n\nThis page needs NumPy.\n")
+    assert declared_needs(page) == {"numpy"}
+    for name in tutorial_names():
+        page = TUTORIALS / name
+        for module in declared_needs(page):
+            reader_name = {"numpy": "NumPy", "PIL": "Pillow"}[module]
+            assert reader_name in page.read_text(), f"{name} needs {module}: say so to the reader"
 
 
 def test_a_block_the_runner_cannot_execute_is_refused(tmp_path: Path) -> None:
