@@ -72,16 +72,15 @@ def check_reference(
         got = outputs(op(**kwargs), kwargs, mutated)
         assert_same(got, expected, message(op, index), **limits)
         for name in written:
-            where = message(op, index)
-            assert_same(
-                kwargs[name],
-                copies[name],
-                lambda text, name=name, where=where: where(
-                    f"{name}, which the op writes: {text}\n(the reference must write {name} as "
-                    f"the op does, in place on its copy: e.g. `({name}.copy_(...), result)[1]`)"
-                ),
-                **limits,
-            )
+            assert_same(kwargs[name], copies[name], _written_message(op, index, name), **limits)
+
+
+def _written_message(op: Any, index: int, name: str) -> Callable[[str], str]:
+    where = message(op, index)
+    return lambda text: where(
+        f"{name}, which the op writes: {text}\n(the reference must write {name} as the op "
+        f"does, in place on its copy: e.g. `({name}.copy_(...), result)[-1]`)"
+    )
 
 
 _OPCHECK_TESTS = (
