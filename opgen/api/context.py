@@ -54,7 +54,7 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
             }
             for d in op.devices
         ]
-    return [
+    kernels = [
         {
             "device": d,
             "function": module,
@@ -64,6 +64,11 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         }
         for d in op.devices
     ][: None if op.registration == "library" else 1]
+    if op.registration == "library" and not any(a.differentiable for a in op.args):
+        # a factory op: no tensor to dispatch on, so one kernel serves every device (it places
+        # its outputs itself, on its Device argument or torch's default device)
+        return [{**kernels[0], "dispatch_key": "CompositeExplicitAutograd"}]
+    return kernels
 
 
 def _kernel_functions(op: OpSpec) -> list[str]:

@@ -74,4 +74,6 @@ def custom_op_refusal(args: tuple[Arg, ...], rets: tuple[Ret, ...], overload: st
         return "its returns alias arguments"
     if any(a.kwarg_only and a.differentiable for a in args):
         return "it takes keyword-only tensors"
+    if not any(a.differentiable for a in args):
+        return "it takes no tensor, and custom_op dispatches on a tensor or a Device argument"
     return None

@@ -215,6 +215,26 @@ def _registration(
     return "library"
 
 
+def _factory_devices(sink: DiagnosticSink, doc: LoadedToml, values: dict[str, Any]) -> None:
+    """An op with no tensor argument has one kernel for every device: torch has no tensor to
+    pick a device's kernel by, so it is registered for CompositeExplicitAutograd."""
+    where = "a C++ op's kernel file" if values["backend"] == "cpp" else None
+    if values["per_device"]:
+        sink.error(
+            doc.line("per_device"),
+            "per_device needs a tensor argument to dispatch on: this op takes none",
+            "remove per_device: one kernel serves every device (place the outputs by a Device"
+            " argument)",
+        )
+    elif where and values["devices"] != ("cpu",):
+        sink.error(
+            doc.line("devices"),
+            "this op takes no tensor, so one kernel serves every device (registered for"
+            " CompositeExplicitAutograd): its C++ kernel is the one in csrc/cpu/",
+            'set devices = ["cpu"] and create the outputs on the device its Device argument names',
+        )
+
+
 def _op_build(
     sink: DiagnosticSink, doc: LoadedToml, table: Any, config: ProjectConfig, backend: str
 ) -> BuildSettings:
@@ -321,6 +341,8 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
     if values["backend"] == "python":
         values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
+    if not any(a.differentiable for a in args):
+        _factory_devices(sink, doc, values)
     if "build" in data:
         values["build"] = _op_build(sink, doc, data["build"], config, values["backend"])
     if "strided_writes" in data:
