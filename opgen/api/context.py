@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec.model import OpSpec, ProjectConfig
+from ..spec.model import Backend, OpSpec, ProjectConfig
 from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
@@ -29,6 +29,7 @@ from .names import Namer
 from .pyexpr import expression
 from .testing import test_context
 from .transforms import class_name, function_context, public_name, vmap_context
+from .triton import triton_context
 
 __all__ = [
     "op_context",
@@ -85,6 +86,10 @@ _INTERNAL = {
     "unflatten": "unflatten",
     "nest": "nest",
     "result": "result",
+    # Triton ops (Note [Triton ops] in api/triton.py)
+    "launch": "_launch",
+    "check_inputs": "_check_inputs",
+    "interpreted": "_INTERPRETED",
 }
 
 
@@ -170,7 +175,9 @@ def op_context(
         "tags": list(op.tags),
         "tags_literal": _tags(op),
         "library_reason": (
-            custom_op_refusal(op.args, op.returns, op.overload) if op.backend == "python" else None
+            custom_op_refusal(op.args, op.returns, op.overload)
+            if op.backend == Backend.PYTHON
+            else None
         ),
         "mutated_names": literal(tuple(a.name for a in op.mutated)),
         "differentiable_names": literal(differentiable),
@@ -231,6 +238,7 @@ def op_context(
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }
+    context["triton"] = triton_context(op, path, names) if op.backend == Backend.TRITON else None
     context["module_imports"] = module_imports(op, names, context)
     return context
 
@@ -268,7 +276,8 @@ def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
     """The `project` variables of project-wide templates: also what depends on every op."""
     return {
         **project_context(config),
-        "has_cpp": any(op.backend == "cpp" for op in ops),
+        "has_cpp": any(op.backend == Backend.CPP for op in ops),
+        "has_triton": any(op.backend == Backend.TRITON for op in ops),
         "has_sharding": any(op.sharding is not None for op in ops),
     }
 
