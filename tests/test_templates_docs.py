@@ -22,6 +22,7 @@ _OPS = [
     ("mylib::scaled", "(Tensor x, float alpha=1.0) -> Tensor", "python", ["cpu", "cuda"]),
     ("mylib::addmut", "(Tensor(a!) x, Tensor y) -> ()", "python", ["cpu"]),
     ("mylib::cadd", "(Tensor x, Tensor y, float alpha=1.0) -> Tensor", "cpp", ["cpu", "cuda"]),
+    ("mylib::tadd", "(Tensor x, Tensor? y, float alpha=1.0) -> Tensor", "triton", ["cpu", "cuda"]),
 ]
 
 
