@@ -121,7 +121,7 @@ def triton_op_refusal(args: tuple[Arg, ...], rets: tuple[Ret, ...], overload: st
             return f"argument {arg.name!r} carries an alias annotation triton_op cannot infer"
         if arg.default is not None and isinstance(arg.default.value, tuple):
             return f"argument {arg.name!r} has a list default, which triton_op refuses"
-        if arg.default is not None and family.startswith("ScalarType"):
+        if arg.default is not None and arg.default.value is not None and "ScalarType" in family:
             return f"argument {arg.name!r} has a dtype default, which triton_op cannot infer"
     for ret in rets:
         if ret.name:
