@@ -282,3 +282,68 @@ def _run_one(root: Path, test: str) -> str:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
     run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     return run.stdout[-8000:] + run.stderr[-2000:]
+
+
+_EXTENSION = """
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * factor, mask=mask)
+
+
+def _launch(x, factor):
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    if x.numel():
+        grid = (triton.cdiv(x.numel(), 64),)
+        torch.library.wrap_triton(_scale_kernel)[grid](x, out, x.numel(), factor, BLOCK=64)
+    return out
+
+
+@torch.library.triton_op("ext::scale", mutates_args=())
+def scale(x: Tensor, factor: float) -> Tensor:
+    return _launch(x, factor)
+
+
+@torch.library.custom_op("ext::triple", mutates_args=())
+def triple(x: Tensor) -> Tensor:
+    out = torch.empty_like(x)
+    _scale_kernel[(triton.cdiv(x.numel(), 64),)](x.contiguous(), out, x.numel(), 3.0, BLOCK=64)
+    return out
+
+
+@torch.library.custom_op("ext::plain", mutates_args=())
+def plain(x: Tensor) -> Tensor:
+    return x * 2
+"""
+
+
+def test_import_reads_triton_ops_and_custom_ops_launching_triton_kernels(tmp_path: Path) -> None:
+    from opgen.importer import import_extension
+
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "ext" / "ops.py").write_text(_EXTENSION)
+    project = tmp_path / "project"
+    result = import_extension(tmp_path, [tmp_path / "ext"], into=project)
+    assert not result.generated.failed, result
+    specs = {p.stem: (project / "ops" / p.name).read_text() for p in (project / "ops").iterdir()}
+    assert 'backend = "triton"' in specs["scale"] and 'backend = "triton"' in specs["triple"]
+    assert 'backend = "python"' in specs["plain"]
+    assert 'schema = "(Tensor x, float factor) -> Tensor"' in specs["scale"]
+    kernel = (project / "ext" / "kernels" / "scale.py").read_text()
+    # the launcher's body is the op's, after the module's kernel and helper it uses
+    assert "@triton.jit\ndef _scale_kernel(" in kernel and "def _launch(x, factor):" in kernel
+    assert "def launch_scale(x: Tensor, factor: float) -> Tensor:" in kernel
+    assert "    return _launch(x, factor)" in kernel
+    assert "from __future__" not in kernel
+    triple = (project / "ext" / "kernels" / "triple.py").read_text()
+    assert "def _scale_kernel(" in triple and "def _launch(" not in triple

@@ -39,6 +39,7 @@ def triton_kernel_artifact(
             "kernel_exception": exception,
             "kernel_source": where,
             "starter": None,
+            "imported": None,
         }
 
     initial = None
