@@ -227,12 +227,13 @@ def test_a_schema_change_merges_the_launcher_signature_and_keeps_the_kernel(
         )
     )
     result = generate(made.root)
-    assert not result.failed and not result.conflicts, result
+    assert not result.failed, result
     merged = kernel.read_text()
+    assert "<<<<<<<" not in merged, merged
     assert "def launch_wave(x: Tensor, scale: float = 1.0) -> Tensor:" in merged
     assert "BLOCK_SIZE = 512  # mine" in merged and "tl.sin(value)" in merged
     manifest = json.loads((made.root / ".opgen" / "manifest.json").read_text())
-    owners = {entry["path"]: entry["owner"] for entry in manifest["files"]}
+    owners = {path: entry["owner"] for path, entry in manifest["files"].items()}
     assert owners["demo/kernels/wave.py"] == "user"
     assert owners["demo/_generated/wave.py"] == "generated"
 
