@@ -64,6 +64,7 @@ def _python(root: Path, code: str, interpret: bool) -> subprocess.CompletedProce
 
 
 @needs_triton
+@pytest.mark.slow  # a fresh interpreter imports torch and triton
 @pytest.mark.parametrize("interpret", [False, True], ids=["gpu_path", "interpreter"])
 def test_registered_schemas_equal_the_pasted_ones(tmp_path: Path, interpret: bool) -> None:
     root = _project(tmp_path, {n: _spec(n, s) for n, s in REACHABLE.items()})
@@ -114,6 +115,7 @@ def test_unknown_backend_and_misplaced_triton_table_name_the_line(tmp_path: Path
             "wat": 'name = "demo::wat"\nschema = "(Tensor x) -> Tensor"\nbackend = "cuda"\n',
             "py": 'name = "demo::py"\nschema = "(Tensor x) -> Tensor"\n[triton]\ncpu = "error"\n',
             "cpu": _spec("cpu", "(Tensor x) -> Tensor", '[triton]\ncpu = "reference"\n'),
+            "dev": _spec("dev", "(Tensor x) -> Tensor", "per_device = true\n"),
         },
     )
     with pytest.raises(OpgenError) as error:
@@ -122,12 +124,14 @@ def test_unknown_backend_and_misplaced_triton_table_name_the_line(tmp_path: Path
     assert "ops/wat.toml:3" in text and "'triton'" in text, text
     assert "ops/py.toml:3" in text and "[triton] configures Triton ops" in text, text
     assert "ops/cpu.toml:6" in text and "has none" in text, text
+    assert "ops/dev.toml:5" in text and "per_device does not apply" in text, text
 
 
 _CPU = '[fake]\nlike = "x"\n[test]\nreference = "x * 2"\n[triton]\ncpu = "{cpu}"\n'
 
 
 @needs_triton
+@pytest.mark.slow  # a fresh interpreter imports torch and triton
 def test_without_the_interpreter_the_op_is_a_triton_op_launching_through_wrap_triton(
     tmp_path: Path,
 ) -> None:
@@ -187,6 +191,7 @@ print("ok")
 
 
 @needs_triton
+@pytest.mark.slow  # a fresh interpreter imports torch and triton
 def test_bad_dtypes_and_devices_name_the_op_and_argument(tmp_path: Path) -> None:
     made = new_op(tmp_path, "demo::tadd", "(Tensor x, Tensor y) -> Tensor", "triton")
     assert not made.generated.failed

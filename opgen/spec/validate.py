@@ -292,12 +292,12 @@ def _triton(
             'change the schema, or set backend = "python" and launch the Triton kernel from '
             "the Python kernel (a custom_op registers any schema)",
         )
-    if "registration" in data:
-        sink.error(
-            doc.line("registration"),
-            "a Triton op is registered by torch.library.triton_op; registration does not apply",
-            "remove registration",
-        )
+    for key, why in (
+        ("registration", "a Triton op is registered by torch.library.triton_op"),
+        ("per_device", "a Triton op has one launcher, which the kernel's device runs"),
+    ):
+        if key in data:
+            sink.error(doc.line(key), f"{why}; {key} does not apply", f"remove {key}")
     table = data.get("triton", {})
     if not isinstance(table, dict):
         sink.error(
