@@ -115,11 +115,11 @@ def _internal_names(op: OpSpec) -> dict[str, str]:
     return names
 
 
-def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
+def _check(op: OpSpec, check: str, torch: str, indent: str = "    ") -> dict[str, Any]:
     """One `torch._check` of the fake kernel (`torch` is what the module calls torch): its parts,
-    and the statement laid out as black does."""
+    and the statement laid out as black does at `indent`."""
     code, message = expression(check), literal(f"{op.qualname}: expected {check}")
-    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", indent)
     return {"expression": code, "message": message, "lines": lines}
 
 
@@ -238,7 +238,11 @@ def op_context(
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }
-    context["triton"] = triton_context(op, path, names) if op.backend == Backend.TRITON else None
+    context["triton"] = None
+    if op.backend == Backend.TRITON:
+        # the inner op's fake kernel sits one level deeper (Note [Triton ops])
+        nested = [_check(op, c, names["torch"], "        ") for c in op.fake.checks]
+        context["triton"] = {**triton_context(op, path, names), "fake_checks": nested}
     context["module_imports"] = module_imports(op, names, context)
     return context
 

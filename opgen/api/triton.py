@@ -133,9 +133,6 @@ def triton_context(op: OpSpec, path: str, names: dict[str, str]) -> dict[str, An
         "interpreted": interpreted_name(op),
         "body_def": body_def,
         "launch_def": launch_def,
-        "launch_fake_def": wrapped(
-            f"def {names['registered']}(", py.parameters(op, annotate=False), "):", "", is_def=True
-        ),
         "launcher_def": py.def_lines(op, launcher, kernel=True),
         "check_def": wrapped(
             f"def {names['check_inputs']}(",
