@@ -127,7 +127,8 @@ def test_unknown_backend_and_misplaced_triton_table_name_the_line(tmp_path: Path
     assert "ops/dev.toml:5" in text and "per_device does not apply" in text, text
 
 
-_CPU = '[fake]\nlike = "x"\n[test]\nreference = "x * 2"\n[triton]\ncpu = "{cpu}"\n'
+# the reference names F: the generated module imports what the CPU fallback uses
+_CPU = '[fake]\nlike = "x"\n[test]\nreference = "x * 2 + 0 * F.relu(x)"\n[triton]\ncpu = "{cpu}"\n'
 
 
 @needs_triton

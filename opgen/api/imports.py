@@ -50,7 +50,10 @@ def _as(name: str, local: str) -> str:
 def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, Any]) -> list[str]:
     """Every import of the op's generated module (`_generated/<op>.py`), grouped as isort does."""
     fake = py.fake_outputs(op) or ()
-    used = _globals([*op.fake.checks, *fake, *(f.expression for f in op.grads), *op.jvp.result])
+    # a Triton op with [triton] cpu = "reference" runs the reference expression on CPU
+    fallback = [op.test.reference] if op.triton_cpu == "reference" and op.test.reference else []
+    expressions = [*op.fake.checks, *fake, *(f.expression for f in op.grads), *op.jvp.result]
+    used = _globals([*expressions, *fallback])
     used -= {a.name for a in op.args}  # an argument's name means the argument
     annotations = [py.annotation(a.type) for a in op.args] + [py.return_annotation(op.returns)]
     stdlib = ["import math"] if "math" in used else []
