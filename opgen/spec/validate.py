@@ -38,6 +38,8 @@ SPEC_KEYS = (
     "strided_writes triton".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
+# how messages name each backend's ops
+_BACKEND_NAMES = {Backend.PYTHON: "Python", Backend.CPP: "C++", Backend.TRITON: "Triton"}
 
 
 def _choice(
@@ -224,7 +226,7 @@ def _op_build(
     if backend != "cpp":
         sink.error(
             doc.line("build"),
-            f"[build] adds to the compile of C++ ops, and this op is a {backend} op",
+            f"[build] adds to the compile of C++ ops, and this op is a {_BACKEND_NAMES[backend]} op",
             'remove [build], or set backend = "cpp"',
         )
         return BuildSettings()
@@ -251,8 +253,8 @@ def _strided_writes(
         sink.error(
             line,
             "strided_writes drops a check of the C++ kernel stubs, "
-            f"and this op is a {values['backend']} op",
-            "remove strided_writes (only C++ kernel stubs get that check)",
+            f"and this op is a {_BACKEND_NAMES[values['backend']]} op",
+            f"remove strided_writes (a {_BACKEND_NAMES[values['backend']]} kernel gets no such check)",
         )
         return ()
     if value is True:
@@ -385,7 +387,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     elif "triton" in data:
         sink.error(
             doc.line("triton"),
-            f"[triton] configures Triton ops, and this op is a {values['backend']} op",
+            f"[triton] configures Triton ops, and this op is a {_BACKEND_NAMES[values['backend']]} op",
             'remove [triton], or set backend = "triton"',
         )
     if "build" in data:
