@@ -39,7 +39,11 @@ SPEC_KEYS = (
 )
 _NAME_HINT = "use a short snake_case identifier"
 # how messages name each backend's ops
-_BACKEND_NAMES = {Backend.PYTHON: "Python", Backend.CPP: "C++", Backend.TRITON: "Triton"}
+_BACKEND_NAMES: dict[str, str] = {
+    Backend.PYTHON: "Python",
+    Backend.CPP: "C++",
+    Backend.TRITON: "Triton",
+}
 
 
 def _choice(
