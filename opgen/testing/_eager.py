@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -28,14 +29,34 @@ __all__ = [
 ]
 
 
-def device_params(devices: Iterable[str]) -> list[Any]:
-    """pytest parameters of the devices; CUDA is skipped where it is not available."""
+def device_params(devices: Iterable[str], *, triton: bool = False) -> list[Any]:
+    """pytest parameters of the devices; CUDA is skipped where it is not available.
+
+    `triton`: the op runs a Triton kernel, which runs on CPU only under Triton's
+    interpreter (TRITON_INTERPRET=1, which the generated conftest sets where CUDA is
+    absent) and is then not tested on CUDA: the interpreter is on for the whole process.
+    """
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     params = []
     for device in devices:
         marks = []
         if device == "cuda":
             marks.append(
                 pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+            )
+            if triton:
+                marks.append(
+                    pytest.mark.skipif(
+                        interpreted, reason="Triton's interpreter is on: the kernel runs on CPU"
+                    )
+                )
+        elif device == "cpu" and triton:
+            marks.append(
+                pytest.mark.skipif(
+                    not interpreted,
+                    reason="the Triton kernel runs on CPU only under Triton's interpreter "
+                    "(TRITON_INTERPRET=1, set by tests/conftest.py where CUDA is absent)",
+                )
             )
         params.append(pytest.param(device, marks=marks, id=device))
     return params
