@@ -115,13 +115,13 @@ bench_args=(--json "$out/bench.json")
 
 export -f environment reference_tests fresh_project
 step environment 60 environment >"$out/environment.txt" 2>&1
-step "reference set, CUDA tests" 240 reference_tests cuda >"$out/reference_cuda.log" 2>&1
-step "kernel check" 60 python3 bench/gpu_kernel_check.py >"$out/kernel_check.log" 2>&1
-step "fresh stable-ABI project" 120 fresh_project stable >"$out/fresh.log" 2>&1
+step "reference set, CUDA tests" 170 reference_tests cuda >"$out/reference_cuda.log" 2>&1
+step "kernel check" 45 python3 bench/gpu_kernel_check.py >"$out/kernel_check.log" 2>&1
+step "fresh stable-ABI project" 80 fresh_project stable >"$out/fresh.log" 2>&1
 if grep -q '"triton"' opgen/spec/*.py 2>/dev/null; then
-  step "fresh triton project" 90 fresh_project triton >"$out/fresh_triton.log" 2>&1
+  step "fresh triton project" 60 fresh_project triton >"$out/fresh_triton.log" 2>&1
 fi
-step "bench" 150 python3 bench/gpu_bench.py "${bench_args[@]}" >"$out/bench.md" 2>&1
+step "bench" 120 python3 bench/gpu_bench.py "${bench_args[@]}" >"$out/bench.md" 2>&1
 step "fresh classic project" 120 fresh_project classic >>"$out/fresh.log" 2>&1
 step "reference set, CPU tests" 180 reference_tests "not cuda" >"$out/reference_cpu.log" 2>&1
 # pytest's closing line of each test run ("12 passed, 3 skipped in 4.56s")
