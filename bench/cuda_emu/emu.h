@@ -133,3 +133,20 @@ template <typename T>
 inline void __stcs(T* p, T v) { *p = v; }
 template <typename T>
 inline void __stcg(T* p, T v) { *p = v; }
+
+// One block runs at a time and its fibers switch only at barriers: a plain add is atomic here.
+inline float atomicAdd(float* p, float v) {
+  const float old = *p;
+  *p = old + v;
+  return old;
+}
+inline double atomicAdd(double* p, double v) {
+  const double old = *p;
+  *p = old + v;
+  return old;
+}
+inline __half atomicAdd(__half* p, __half v) {
+  const __half old = *p;
+  *p = __float2half_rn(__half2float(old) + __half2float(v));
+  return old;
+}

@@ -132,7 +132,7 @@ def _nms_case(g: torch.Generator, family: str, index: int, device: str) -> Case:
     if index % 11 == 0 and n:  # strided inputs
         dets = dets.t().contiguous().t()
         scores = torch.stack((scores, scores), dim=1)[:, 0]
-    if index % 97 == 0:  # dtypes that differ: both refuse
+    if index % 97 == 0:  # dtypes that differ: both refuse on the CPU, both take them on CUDA
         scores = scores.to(torch.float64 if dtype != torch.float64 else torch.float32)
     return {"dets": dets, "scores": scores, "iou_threshold": threshold}
 

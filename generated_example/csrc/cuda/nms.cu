@@ -157,7 +157,8 @@ torch::stable::Tensor nms_cuda(const torch::stable::Tensor& dets, const torch::s
                       st == cuutil::ScalarType::Half,
                   kOp, ": unsupported dtype ", cuutil::dtype_name(st),
                   " for 'dets' on CUDA; supported dtypes are float16, float32 and float64");
-  cuutil::check_same_dtype(dets, scores, kOp, "dets", "scores");
+  // scores of another dtype are sorted as they are: torchvision's CUDA kernel takes them (its
+  // CPU kernel refuses them, and so does csrc/cpu/nms.cpp)
   const torch::stable::accelerator::DeviceGuard guard(dets.get_device_index());
   const int64_t n = dets.size(0);
   if (n == 0) return torch::stable::new_empty(dets, {0}, cuutil::ScalarType::Long);

@@ -29,6 +29,14 @@ struct Half16 {
   __host__ __device__ __forceinline__ operator float() const { return v; }
 };
 
+// The float and double overloads join the Half16 ones: a name declared in this namespace hides
+// cuutil's from code here (and from a kernel's `using roialign::mul_rn`), which would otherwise
+// round float and double arithmetic to float16 through Half16's implicit conversion.
+using cuutil::add_rn;
+using cuutil::div_rn;
+using cuutil::mul_rn;
+using cuutil::sub_rn;
+
 __device__ __forceinline__ Half16 mul_rn(Half16 a, Half16 b) { return Half16(__fmul_rn(a.v, b.v)); }
 __device__ __forceinline__ Half16 add_rn(Half16 a, Half16 b) { return Half16(__fadd_rn(a.v, b.v)); }
 __device__ __forceinline__ Half16 sub_rn(Half16 a, Half16 b) { return Half16(__fsub_rn(a.v, b.v)); }
