@@ -53,7 +53,13 @@ def _implement(path: Path, body: str) -> None:
     assert PLACEHOLDER.search(text), path
     indent = "  " if path.suffix in (".cpp", ".cu") else "    "
     code = textwrap.indent(textwrap.dedent(body).strip("\n"), indent)
-    path.write_text(PLACEHOLDER.sub(lambda _: code, text, count=1))
+    text = PLACEHOLDER.sub(lambda _: code, text, count=1)
+    if path.suffix == ".py" and "torch." in code and not re.search(r"^import torch$", text, re.M):
+        # a stub imports only what its signature uses: the body's author adds the rest
+        text = text.replace(
+            "from torch import Tensor\n", "import torch\nfrom torch import Tensor\n", 1
+        )
+    path.write_text(text)
 
 
 def _check_registered_schemas(root: Path, namespace: str) -> None:
