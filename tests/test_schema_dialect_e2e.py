@@ -666,14 +666,37 @@ def test_cpp_ops_build_register_and_pass_their_generated_tests(tmp_path: Path, t
             'm.impl("rotary_embedding", torch::CppFunction::makeFromBoxedFunction<&bump_versions>());'
             in autograd
         )
+        # bwd writes dq and returns a new tensor: torch's fallback would skip bump_versions
         assert (
-            'm.impl("bwd", torch::autograd::autogradNotImplementedFallback());'
+            'm.impl("bwd", torch::CppFunction::makeFromBoxedFunction<&refuse_backward>());'
             in autograd
+        )
+        assert (
+            'm.impl("scale_", torch::autograd::autogradNotImplementedFallback());' in autograd
         )
     opgen("build", cwd=root)
     _check_registered_schemas(root, "dialect_cpp")
     failed, output = _generated_tests(root)
     assert not failed, output
+    if target == "classic":
+        # a backward through the op that writes dq and returns raises; dq's version moves
+        code = (
+            "import torch, dialect_cpp\n"
+            "dout, dq = torch.ones(3, requires_grad=True), torch.zeros(3)\n"
+            "before = dq._version\n"
+            "out = torch.ops.dialect_cpp.bwd(dout, dq, 2.0)\n"
+            "assert dq._version > before and torch.equal(dq, dout.detach() * 2)\n"
+            "try:\n"
+            "    out.sum().backward()\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc)\n"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300
+        )
+        assert "derivative for dialect_cpp::bwd is not implemented" in run.stdout, (
+            run.stdout + run.stderr
+        )
     assert (
         "test_written_arguments_change_version"
         in (root / "tests" / "test_rotary_embedding.py").read_text()
