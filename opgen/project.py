@@ -21,7 +21,7 @@ from .spec.load import LoadedToml, load_toml, read_text
 from .spec.model import OpSpec, ProjectConfig
 from .spec.serial import op_from_json, op_to_json
 from .spec.validate import build_op_spec
-from .spec.warnings import sharding_key_warning, spec_warnings
+from .spec.warnings import keyword_only_formulas_warning, sharding_key_warning, spec_warnings
 
 __all__ = ["Project", "find_root", "load_project", "OPS_DIR"]
 
@@ -189,7 +189,10 @@ def load_project(
         _remember_specs(cache, specs, root)
     warnings = tuple(w for op in ops for w in spec_warnings(op))
     warnings += tuple(
-        w for op in ops if (w := sharding_key_warning(op, config.private_torch)) is not None
+        w
+        for op in ops
+        for check in (sharding_key_warning, keyword_only_formulas_warning)
+        if (w := check(op, config.private_torch)) is not None
     )
     return Project(config, tuple(ops), digests, warnings)
 

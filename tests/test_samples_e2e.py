@@ -276,7 +276,13 @@ def _implement(root: Path, wrong: bool) -> None:
             )
         code = textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
         code = code.replace("SCALE", "2" if wrong else "1").replace("SHIFT", "1" if wrong else "0")
-        path.write_text(PLACEHOLDER.sub(lambda _, code=code: code, text, count=1))
+        text = PLACEHOLDER.sub(lambda _, code=code: code, text, count=1)
+        if "torch." in code and not re.search(r"^import torch$", text, re.M):
+            # a stub imports only what its signature uses: the body's author adds the rest
+            text = text.replace(
+                "from torch import Tensor\n", "import torch\nfrom torch import Tensor\n", 1
+            )
+        path.write_text(text)
 
 
 def _run_tests(root: Path) -> tuple[set[str], str]:
@@ -345,11 +351,12 @@ def test_bench_times_the_inputs_of_the_helper_generator(project: Path) -> None:
     opgen("bench", "--quick", "--no-progress", "--json", "bench.json", "nms", cwd=project)
     results = json.loads((project / "bench.json").read_text())["results"]
     # overlapping_boxes(device, dtype, n=64): 64 boxes of 4 coordinates, in each of the
-    # dtypes; the reference is the tests' reference function, nms_reference
+    # dtypes; the reference is the tests' reference function, nms_reference, and the
+    # compiled baseline is torch.compile of it
     got = {(r["op"], r["impl"], r["size"], r["numel"]) for r in results}
     assert got == {
         ("nms", impl, f"64 {dtype}", 64 * 4)
-        for impl in ("opgen", "reference")
+        for impl in ("opgen", "reference", "compiled")
         for dtype in ("float32", "float64")
     }, results
 

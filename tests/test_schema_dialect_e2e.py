@@ -53,7 +53,13 @@ def _implement(path: Path, body: str) -> None:
     assert PLACEHOLDER.search(text), path
     indent = "  " if path.suffix in (".cpp", ".cu") else "    "
     code = textwrap.indent(textwrap.dedent(body).strip("\n"), indent)
-    path.write_text(PLACEHOLDER.sub(lambda _: code, text, count=1))
+    text = PLACEHOLDER.sub(lambda _: code, text, count=1)
+    if path.suffix == ".py" and "torch." in code and not re.search(r"^import torch$", text, re.M):
+        # a stub imports only what its signature uses: the body's author adds the rest
+        text = text.replace(
+            "from torch import Tensor\n", "import torch\nfrom torch import Tensor\n", 1
+        )
+    path.write_text(text)
 
 
 def _check_registered_schemas(root: Path, namespace: str) -> None:
@@ -255,7 +261,8 @@ PY_SPECS = {
         [fake]
         expr = "softmax_lse.new_empty(softmax_lse.shape)"
         [test]
-        reference = "(dout * out).sum(-1)"
+        # the reference writes what the op writes (on its copies), then gives the return
+        reference = "(dq.copy_(dout * softmax_scale), dk.copy_(q * softmax_scale), dv.copy_(v), (dout * out).sum(-1))[-1]"
         [[test.samples]]
         dout = {shape = [2, 3, 4]}
         q = {shape = [2, 3, 4]}
@@ -519,7 +526,7 @@ CPP_SPECS = {
         [fake]
         like = "dout"
         [test]
-        reference = "dout * 2"
+        reference = "(None if dq is None else dq.copy_(dout * scale), dout * 2)[-1]"
         [[test.samples]]
         dout = {shape = [5]}
         dq = {shape = [5], requires_grad = false}
@@ -660,14 +667,37 @@ def test_cpp_ops_build_register_and_pass_their_generated_tests(tmp_path: Path, t
             'm.impl("rotary_embedding", torch::CppFunction::makeFromBoxedFunction<&bump_versions>());'
             in autograd
         )
+        # bwd writes dq and returns a new tensor: torch's fallback would skip bump_versions
         assert (
-            'm.impl("bwd", torch::autograd::autogradNotImplementedFallback());'
+            'm.impl("bwd", torch::CppFunction::makeFromBoxedFunction<&refuse_backward>());'
             in autograd
+        )
+        assert (
+            'm.impl("scale_", torch::autograd::autogradNotImplementedFallback());' in autograd
         )
     opgen("build", cwd=root)
     _check_registered_schemas(root, "dialect_cpp")
     failed, output = _generated_tests(root)
     assert not failed, output
+    if target == "classic":
+        # a backward through the op that writes dq and returns raises; dq's version moves
+        code = (
+            "import torch, dialect_cpp\n"
+            "dout, dq = torch.ones(3, requires_grad=True), torch.zeros(3)\n"
+            "before = dq._version\n"
+            "out = torch.ops.dialect_cpp.bwd(dout, dq, 2.0)\n"
+            "assert dq._version > before and torch.equal(dq, dout.detach() * 2)\n"
+            "try:\n"
+            "    out.sum().backward()\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc)\n"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300
+        )
+        assert "derivative for dialect_cpp::bwd is not implemented" in run.stdout, (
+            run.stdout + run.stderr
+        )
     assert (
         "test_written_arguments_change_version"
         in (root / "tests" / "test_rotary_embedding.py").read_text()

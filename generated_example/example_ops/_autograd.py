@@ -25,12 +25,16 @@ from torch.func import debug_unwrap
 __all__ = ["needs_function", "flatten", "unflatten", "nest"]
 
 
-def needs_function(*inputs: torch.Tensor | Sequence[torch.Tensor | None] | None) -> bool:
+def needs_function(
+    *inputs: torch.Tensor | Sequence[torch.Tensor | None] | None, registered: bool = True
+) -> bool:
     """Whether a call of an op with these differentiable inputs needs its autograd.Function.
 
     register_autograd serves plain autograd only: forward mode (an input with a tangent)
     gets no tangent from it, and under a torch.func transform (whose inputs it wraps:
-    `debug_unwrap` returns another tensor) it cannot run at all.
+    `debug_unwrap` returns another tensor) it cannot run at all. An op whose formulas
+    are not `registered` (torch refuses keyword-only tensors) needs the Function for
+    every gradient.
     """
     for value in inputs:
         for tensor in value if isinstance(value, (list, tuple)) else (value,):
@@ -41,7 +45,7 @@ def needs_function(*inputs: torch.Tensor | Sequence[torch.Tensor | None] | None)
             if (
                 tensor.requires_grad
                 and torch.is_grad_enabled()
-                and debug_unwrap(tensor, recurse=False) is not tensor
+                and (not registered or debug_unwrap(tensor, recurse=False) is not tensor)
             ):
                 return True
     return False

@@ -80,6 +80,7 @@ class FunctionNames:
     flatten: str = "flatten"
     unflatten: str = "unflatten"
     nest: str = "nest"
+    error: str = "RuntimeError"  # an alias of the builtin where the op's wrapper takes its name
     reserved: tuple[str, ...] = ()  # the module's other globals
 
 
@@ -463,7 +464,7 @@ def _backward(
     grads = plan.grads
     message = no_grad_message(op)
     if message:
-        return f"ctx, *{grads}", _raise(message)
+        return f"ctx, *{grads}", _raise(message, g.error)
     args = op.args
     lines = list(unpack)
     read = set().union(*(_names(f.expression) for f in op.grads))
@@ -528,7 +529,7 @@ def _jvp(
         params = "ctx, " + ", ".join(plan.tangent[a.name] for a in args)
     message = no_jvp_message(op)
     if message:
-        return params, _raise(message)
+        return params, _raise(message, g.error)
     lines: list[str] = []
     tangents = tangent_names(args)
     if lists:
@@ -569,8 +570,8 @@ def _jvp(
 _METHOD = "        "  # the indentation of a method's body
 
 
-def _raise(message: str) -> list[str]:
-    return wrapped("raise RuntimeError(", [literal(message)], ")", _METHOD)
+def _raise(message: str, error: str) -> list[str]:
+    return wrapped(f"raise {error}(", [literal(message)], ")", _METHOD)
 
 
 def _span(start: str, end: str) -> str:

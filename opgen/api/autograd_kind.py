@@ -22,6 +22,16 @@ grad=None, so every functional op with tensor inputs and outputs and no
 [grad] table registers a backward that raises "<ns>::<op> has no gradient
 formula: add a [grad] table to <spec>", and its Function's jvp raises too.
 
+Note [Keyword-only tensors]
+torch.library.register_autograd refuses an op that takes a keyword-only
+tensor (torch 2.13), and public torch has no other way to give the raw
+`torch.ops` handle an Autograd kernel (it would have to redispatch below
+autograd). Such an op registers no formulas: its typed wrapper applies the
+Function for every gradient, plain autograd included, and the raw handle has
+torch's autograd fallback (a backward through it warns that the op has no
+autograd kernel). `[options] private_torch = ["raw_handle_transforms"]` gives
+the raw handle the Function. Keyword-only tensors themselves get no gradient.
+
 Note [Written arguments]
 torch registers no gradient formula for an op that writes an argument, so
 such an op has no Function. What it writes must still bump the tensors'
@@ -47,6 +57,7 @@ __all__ = [
     "autograd_kind",
     "no_grad_message",
     "no_jvp_message",
+    "registers_autograd",
     "wrapper_bumps_versions",
     "cpp_mutation_fallbacks",
 ]
@@ -67,6 +78,11 @@ def autograd_kind(op: OpSpec) -> AutogradKind:
     if op.grads or op.jvp.present:
         return AutogradKind.FUNCTION
     return AutogradKind.REFUSE
+
+
+def registers_autograd(op: OpSpec) -> bool:
+    """Whether the op's Function is also its register_autograd formulas (Note [Keyword-only tensors])."""
+    return not any(a.differentiable and a.kwarg_only for a in op.args)
 
 
 def no_grad_message(op: OpSpec) -> str | None:

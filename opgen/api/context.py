@@ -117,6 +117,10 @@ def _internal_names(op: OpSpec) -> dict[str, str]:
     names["Function"] = namer(class_name(op))
     # the fake calls torch._check: through an alias when an argument is called torch
     names["torch"] = namer("_torch") if "torch" in arguments else "torch"
+    # the Function's refusing backward raises RuntimeError: through an alias when the op's
+    # wrapper is called RuntimeError (the methods look it up when they run)
+    shadowed = "RuntimeError" in (op.name, op.module)
+    names["error"] = namer("_RuntimeError") if shadowed else "RuntimeError"
     return names
 
 

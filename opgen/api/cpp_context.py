@@ -326,8 +326,17 @@ def cpp_project_context(
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
         # Note [Written arguments] in api/autograd_kind.py
         "mutation_fallbacks": [c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op)],
+        # torch's autogradNotImplementedFallback reaches ADInplaceOrView only for an op that
+        # returns a written argument: an op returning new tensors gets the library's own
         "returning_mutations": [
-            c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op) and op.returns
+            c["impl_name"]
+            for op, c in ops
+            if cpp_mutation_fallbacks(op) and any(r.aliased for r in op.returns)
+        ],
+        "fresh_returning_mutations": [
+            c["impl_name"]
+            for op, c in ops
+            if cpp_mutation_fallbacks(op) and op.returns and not any(r.aliased for r in op.returns)
         ],
         "pybind_ops": [
             {

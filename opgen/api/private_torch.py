@@ -31,12 +31,13 @@ def _autograd_keys(op: OpSpec) -> tuple[str, ...]:
 def _apply(op: OpSpec) -> str:
     """A lambda applying the op's Function from `_private_torch.py` (its module is `_<module>`)."""
     module = f"_{op.module}"
-    params = ", ".join(a.name for a in op.args)
-    arguments = params
+    arguments = ", ".join(a.name for a in op.args)
+    # the Autograd kernel gets keyword-only arguments by keyword, and leaves defaults out
+    params = ", ".join(py.parameters(op, annotate=False))
     lists = list_positions(op)
     if lists:
         arguments = (
-            f"*_autograd.flatten({literal(lists)}, ({params}{',' if len(op.args) == 1 else ''}))"
+            f"*_autograd.flatten({literal(lists)}, ({arguments}{',' if len(op.args) == 1 else ''}))"
         )
     applied = f"{module}.{class_name(op)}.apply({arguments})"
     returns = tuple(r.family == "Tensor[]" for r in op.returns)

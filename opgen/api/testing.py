@@ -23,6 +23,7 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
+from .autograd_kind import cpp_mutation_fallbacks
 from .layout import LINE_LENGTH
 from .literals import literal, string
 from .pyexpr import expression
@@ -99,10 +100,17 @@ def _written(op: OpSpec) -> tuple[str, ...]:
 def _grad_inputs(op: OpSpec, differentiable: tuple[str, ...]) -> tuple[str, ...]:
     """Inputs opcheck also runs with requires_grad: the differentiable ones, or for a C++ op that
     runs below autograd every tensor it does not write (its outputs must not require grad).
-    A Python op that writes and returns is a custom_op, whose backward raises without formulas."""
+    A Python op that writes and returns is a custom_op, whose backward raises without formulas;
+    so does the Autograd kernel of a classic op that writes (Note [Written arguments]): opcheck's
+    aot test, which differentiates their outputs, cannot pass for them."""
     if differentiable:
         return differentiable
-    if not op.functional and op.returns and op.backend != "python":
+    if (
+        not op.functional
+        and op.returns
+        and op.backend != "python"
+        and not cpp_mutation_fallbacks(op)
+    ):
         return tuple(
             a.name for a in op.args if a.differentiable and not a.mutated and not a.kwarg_only
         )

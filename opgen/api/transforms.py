@@ -32,7 +32,7 @@ from typing import Any
 from ..spec.model import OpSpec
 from . import python as py
 from .autograd import FunctionNames, list_positions, plan_function, sibling_call
-from .autograd_kind import AutogradKind, autograd_kind
+from .autograd_kind import AutogradKind, autograd_kind, registers_autograd
 from .layout import condition, wrapped
 from .literals import literal
 
@@ -88,6 +88,7 @@ def function_context(
         flatten=n["flatten"],
         unflatten=n["unflatten"],
         nest=n["nest"],
+        error=n["error"],
         reserved=tuple(v for k, v in n.items() if k not in ("info", "in_dims")),
     )
     plan = plan_function(op, siblings, names)
@@ -130,6 +131,7 @@ def function_context(
         "keyword_only": [a.name for a in op.args if a.kwarg_only],
         "keyword_only_literal": literal(tuple(a.name for a in op.args if a.kwarg_only)),
         "positional_count": sum(1 for a in op.args if not a.kwarg_only),
+        "registered": registers_autograd(op),
         "register_lines": wrapped(
             f"{n['torch']}.library.register_autograd(",
             [
@@ -147,8 +149,12 @@ def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
     """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`).
 
     is_compiling first: Dynamo cannot trace needs_function's check for torch.func wrappers.
+    An op with no register_autograd formulas needs the Function for plain autograd too
+    (Note [Keyword-only tensors]).
     """
     tensors = [a.name for a in op.args if a.differentiable]
+    if not registers_autograd(op):
+        tensors.append("registered=False")
     call = f"{n['needs_function']}({', '.join(tensors)})"
     return condition("if", [f"not {n['torch']}.compiler.is_compiling()", call], "and", "    ")
 

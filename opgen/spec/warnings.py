@@ -15,6 +15,7 @@ from .sharding import unkeyed_arguments
 __all__ = [
     "spec_warnings",
     "sharding_key_warning",
+    "keyword_only_formulas_warning",
     "SIZE_INT_TYPES",
     "int_arguments",
     "size_arguments",
@@ -91,6 +92,28 @@ def sharding_key_warning(op: OpSpec, private_torch: tuple[str, ...]) -> Diagnost
         f"on (torch 2.13): DTensor calls that differ only in {names} get the first one's decision",
         "call the op on DTensors that differ in shape too, or opt in with [options] "
         'private_torch = ["sharding_cache_key"] in opgen.toml (it uses private DTensor names)',
+        level="warning",
+    )
+
+
+def keyword_only_formulas_warning(op: OpSpec, private_torch: tuple[str, ...]) -> Diagnostic | None:
+    """Formulas of an op that takes keyword-only tensors reach only its typed wrapper
+    (Note [Keyword-only tensors] in opgen/api/autograd_kind.py), unless the project gives the
+    raw handle its Function (Note [Private torch checks])."""
+    keyword_only = [a.name for a in op.args if a.differentiable and a.kwarg_only]
+    formulas = op.grads or op.jvp.present
+    if not keyword_only or not formulas or "raw_handle_transforms" in private_torch:
+        return None
+    names = ", ".join(keyword_only)
+    return Diagnostic(
+        op.path,
+        op.lines.get("grad", op.lines.get("jvp", 1)),
+        f"{op.qualname} takes keyword-only tensors ({names}), and torch.library.register_autograd "
+        "refuses those (torch 2.13): only the typed wrapper differentiates the op, eagerly; "
+        f"torch.ops.{op.qualname.replace('::', '.')} and torch.compile get no gradients from "
+        "its formulas, and its generated gradient tests through the raw op fail",
+        f"make {names} positional (move them before the `*` in the schema), or opt in with "
+        '[options] private_torch = ["raw_handle_transforms"] in opgen.toml',
         level="warning",
     )
 
