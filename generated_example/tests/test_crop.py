@@ -33,7 +33,7 @@ RTOL = None
 DIFFERENTIABLE = ("pic",)
 SIZES = ("box",)  # integer arguments the fake kernel's output shape reads
 SAMPLES = [
-    {"pic": TensorSpec((3, 16, 16)), "box": [0, 0, 10, 10]},
+    {"pic": TensorSpec((3, 16, 17)), "box": [0, 0, 10, 10]},
     {"pic": TensorSpec((3, 12, 20), noncontiguous=True), "box": [4, 2, 19, 9]},
     {"pic": TensorSpec((1, 8, 8)), "box": [3, 3, 3, 6]},
 ]
