@@ -20,10 +20,15 @@
 #include <stdexcept>
 #include <string>
 
-// Note [Argument checks] (opgen/api/arg_checks.py): each kernel is registered
-// through a function that checks what the kernel relies on and the schema
-// cannot say, naming the op and the argument, so that a raw torch.ops call
-// gets an error rather than a crash or a silent wrong result.
+// Note [Argument checks]
+// Each kernel is registered through a function that checks what the kernel
+// relies on and the schema cannot say: every tensor present (a raw torch.ops
+// call passes None as an undefined tensor), every tensor on this file's
+// device, no written tensor expanded or partially overlapping another
+// argument. A failed check, and an error from inside the kernel, names the op
+// and the argument, where the kernel would crash, write a wrong result or
+// raise an error from deep in torch. Calls with a meta tensor go to the fake
+// kernel, which checks the devices too.
 namespace {
 namespace opgen_checks {
 
