@@ -43,7 +43,8 @@ def _tensors(op: OpSpec) -> list[Arg]:
 
 
 def _statement(torch: str, code: str, message: str) -> dict[str, Any]:
-    return {"lines": wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")}
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
+    return {"expression": code, "lines": lines}
 
 
 def python_arg_checks(op: OpSpec, torch: str) -> list[dict[str, Any]]:
@@ -111,7 +112,7 @@ def _parenthesized(torch: str, code: str, parts: list[str]) -> dict[str, Any]:
     no line passes 100 columns however long the op's name."""
     lines = [f"{torch}._check(", f"    {code},", "    lambda: ("]
     lines += [f"        {part}" for part in parts] + ["    ),", ")"]
-    return {"lines": lines}
+    return {"expression": code, "lines": lines}
 
 
 def op_variable(op: OpSpec) -> str:

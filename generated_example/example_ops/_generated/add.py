@@ -23,16 +23,19 @@ __all__ = ["add"]
     schema="(Tensor x, Tensor b) -> Tensor",
 )
 def _add(x, b):
-    torch._check(x is not None, lambda: "example::add: argument 'x' is None; pass a tensor")
-    torch._check(b is not None, lambda: "example::add: argument 'b' is None; pass a tensor")
-    torch._check(
-        b.device == x.device,
-        lambda: (
-            f"example::add: argument 'b' is on {b.device}"
-            f" but 'x' is on {x.device};"
-            " pass every tensor argument on one device"
-        ),
-    )
+    if not (x is not None):
+        torch._check(x is not None, lambda: "example::add: argument 'x' is None; pass a tensor")
+    if not (b is not None):
+        torch._check(b is not None, lambda: "example::add: argument 'b' is None; pass a tensor")
+    if not (b.device == x.device):
+        torch._check(
+            b.device == x.device,
+            lambda: (
+                f"example::add: argument 'b' is on {b.device}"
+                f" but 'x' is on {x.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     try:
         return _kernels.add(x, b)
     except Exception as error:

@@ -23,11 +23,15 @@ __all__ = ["numpy_sin"]
     schema="(Tensor x) -> Tensor",
 )
 def _numpy_sin(x):
-    torch._check(x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor")
-    torch._check(
-        x.dtype in (torch.float16, torch.float32, torch.float64),
-        lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
-    )
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
+        )
+    if not (x.dtype in (torch.float16, torch.float32, torch.float64)):
+        torch._check(
+            x.dtype in (torch.float16, torch.float32, torch.float64),
+            lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
+        )
     try:
         return _kernels.numpy_sin_cpu(x)
     except Exception as error:
@@ -37,11 +41,15 @@ def _numpy_sin(x):
 
 @_numpy_sin.register_kernel("cuda")
 def _(x):
-    torch._check(x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor")
-    torch._check(
-        x.dtype in (torch.float16, torch.float32, torch.float64),
-        lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
-    )
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
+        )
+    if not (x.dtype in (torch.float16, torch.float32, torch.float64)):
+        torch._check(
+            x.dtype in (torch.float16, torch.float32, torch.float64),
+            lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
+        )
     try:
         return _kernels.numpy_sin_cuda(x)
     except Exception as error:

@@ -21,41 +21,49 @@ __all__ = ["numpy_sin_out"]
     schema="(Tensor input, Tensor(a!) output) -> ()",
 )
 def _numpy_sin_out(input, output):
-    torch._check(
-        input is not None, lambda: "example::numpy_sin_out: argument 'input' is None; pass a tensor"
-    )
-    torch._check(
-        output is not None,
-        lambda: "example::numpy_sin_out: argument 'output' is None; pass a tensor",
-    )
-    torch._check(
-        output.device == input.device,
-        lambda: (
-            f"example::numpy_sin_out: argument 'output' is on {output.device}"
-            f" but 'input' is on {input.device};"
-            " pass every tensor argument on one device"
-        ),
-    )
-    torch._check(
-        input.shape == output.shape,
-        lambda: "example::numpy_sin_out: expected input.shape == output.shape",
-    )
-    torch._check(
-        input.dtype == output.dtype,
-        lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
-    )
-    torch._check(
-        input.dtype in (torch.float16, torch.float32, torch.float64),
-        lambda: "example::numpy_sin_out: expected input.dtype in (torch.float16, torch.float32, torch.float64)",
-    )
-    torch._check(
-        all(s or n <= 1 for s, n in zip(output.stride(), output.shape)),
-        lambda: (
-            "example::numpy_sin_out: argument 'output' is written"
-            " but has an expanded (stride-0) dimension;"
-            " pass a tensor that owns its elements (e.g. .clone())"
-        ),
-    )
+    if not (input is not None):
+        torch._check(
+            input is not None,
+            lambda: "example::numpy_sin_out: argument 'input' is None; pass a tensor",
+        )
+    if not (output is not None):
+        torch._check(
+            output is not None,
+            lambda: "example::numpy_sin_out: argument 'output' is None; pass a tensor",
+        )
+    if not (output.device == input.device):
+        torch._check(
+            output.device == input.device,
+            lambda: (
+                f"example::numpy_sin_out: argument 'output' is on {output.device}"
+                f" but 'input' is on {input.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    if not (input.shape == output.shape):
+        torch._check(
+            input.shape == output.shape,
+            lambda: "example::numpy_sin_out: expected input.shape == output.shape",
+        )
+    if not (input.dtype == output.dtype):
+        torch._check(
+            input.dtype == output.dtype,
+            lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
+        )
+    if not (input.dtype in (torch.float16, torch.float32, torch.float64)):
+        torch._check(
+            input.dtype in (torch.float16, torch.float32, torch.float64),
+            lambda: "example::numpy_sin_out: expected input.dtype in (torch.float16, torch.float32, torch.float64)",
+        )
+    if not (all(s or n <= 1 for s, n in zip(output.stride(), output.shape))):
+        torch._check(
+            all(s or n <= 1 for s, n in zip(output.stride(), output.shape)),
+            lambda: (
+                "example::numpy_sin_out: argument 'output' is written"
+                " but has an expanded (stride-0) dimension;"
+                " pass a tensor that owns its elements (e.g. .clone())"
+            ),
+        )
     try:
         return _kernels.numpy_sin_out(input, output)
     except Exception as error:
