@@ -94,6 +94,12 @@ fresh_project() {
   local target=$1 folder
   folder="$work/fresh-$target"
   mkdir -p "$folder" && cd "$folder" || return 1
+  if [ "$target" = triton ]; then
+    echo "== fresh triton project: opgen new mylib::foo --backend triton --devices cpu,cuda"
+    opgen new mylib::foo --backend triton --devices cpu,cuda || return 1
+    opgen test -rfE
+    return
+  fi
   echo "== fresh $target project: opgen new mylib::foo --backend cpp --devices cpu,cuda"
   printf '[project]\nnamespace = "mylib"\npackage = "mylib"\n\n[options]\ncpp_target = "%s"\n' \
     "$target" >opgen.toml
@@ -109,13 +115,17 @@ bench_args=(--json "$out/bench.json")
 
 export -f environment reference_tests fresh_project
 step environment 60 environment >"$out/environment.txt" 2>&1
-step "reference set, CUDA tests" 240 reference_tests cuda >"$out/reference_cuda.log" 2>&1
-step "fresh stable-ABI project" 120 fresh_project stable >"$out/fresh.log" 2>&1
-step "bench" 150 python3 bench/gpu_bench.py "${bench_args[@]}" >"$out/bench.md" 2>&1
+step "reference set, CUDA tests" 170 reference_tests cuda >"$out/reference_cuda.log" 2>&1
+step "kernel check" 45 python3 bench/gpu_kernel_check.py >"$out/kernel_check.log" 2>&1
+step "fresh stable-ABI project" 80 fresh_project stable >"$out/fresh.log" 2>&1
+if grep -q '"triton"' opgen/spec/*.py 2>/dev/null; then
+  step "fresh triton project" 60 fresh_project triton >"$out/fresh_triton.log" 2>&1
+fi
+step "bench" 120 python3 bench/gpu_bench.py "${bench_args[@]}" >"$out/bench.md" 2>&1
 step "fresh classic project" 120 fresh_project classic >>"$out/fresh.log" 2>&1
 step "reference set, CPU tests" 180 reference_tests "not cuda" >"$out/reference_cpu.log" 2>&1
 # pytest's closing line of each test run ("12 passed, 3 skipped in 4.56s")
-for log in reference_cuda reference_cpu fresh; do
+for log in reference_cuda reference_cpu fresh fresh_triton; do
   [ -f "$out/$log.log" ] && grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$out/$log.log" | sed "s/^/$log: /" >>"$summary"
 done
 cat "$summary"

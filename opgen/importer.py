@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .adopt.found import Found, FoundOp
-from .adopt.kernels import cpp_kernels, python_kernel
+from .adopt.kernels import cpp_kernels, python_kernel, triton_kernel
 from .adopt.read import read_sources, source_files
 from .confined import Confined
 from .errors import Diagnostic, OpgenError
@@ -180,12 +180,14 @@ def _import(
         module = op.name.replace(".", "_")
         args = [(a.name, a.type.family) for a in parse(op.schema).args]
         devices = sorted({k.device for k in op.kernels} | set(op.python_kernels)) or ["cpu"]
+        if op.language == "triton":  # tested on CUDA, and on CPU under Triton's interpreter
+            devices = ["cpu", "cuda"]
         spec = f"{OPS_DIR}/{module}.toml"
         text = _custom_spec(
             op.qualname,
             op.schema,
             devices,
-            "cpp" if op.language == "cpp" else "python",
+            op.language,
             _doc(op, root),
             _notes(op, root),
         )
@@ -216,6 +218,10 @@ def _import(
                         f"move the body of {cuda.function} into csrc/cuda/{module}.cu",
                     )
                 )
+        elif op.language == "triton":
+            variables = triton_kernel(op, [name for name, _ in args], problems)
+            if variables is not None:
+                first[python_kernel_path(package, module)] = variables
         else:
             variables = python_kernel(op, [name for name, _ in args], problems)
             if variables is not None:

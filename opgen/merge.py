@@ -39,6 +39,15 @@ A conflict block shows the new scaffold with its new placeholders. A scaffold
 written before the markers existed has unmarked placeholders: a base line
 equal to a marked line of the new scaffold without its marker counts as marked.
 
+Note [Imports the scaffold drops]
+A kernel stub imports only the names its signatures and starter use (no
+unused import in a fresh file). A user's file can use a name the scaffold has
+stopped importing (`torch` in a body that replaced the placeholder), so the
+new scaffold never removes a Python import line from an edited file: an edit
+of the scaffold that only deletes import lines (and blank lines) is dropped,
+and one that also rewrites other lines keeps the imports it would delete.
+An untouched stub becomes the new scaffold whole.
+
 Fenced regions (Note [Fenced regions] in api/fences.py) merge as one line
 each: before the line diff, each well-formed fence of base, ours and theirs
 (one begin and one end line of its name, in that order) becomes a single
@@ -125,6 +134,22 @@ def _edits(base: list[str], other: list[str], side: str) -> list[_Edit]:
     ]
 
 
+def _is_import(line: str) -> bool:
+    text = line.strip()
+    return text.startswith("import ") or (text.startswith("from ") and " import " in text)
+
+
+def _keeping_imports(edit: _Edit, base: list[str]) -> _Edit | None:
+    """The scaffold's edit without its deletions of import lines. Note [Imports the scaffold drops]."""
+    replaced = base[edit.start : edit.end]
+    dropped = [line for line in replaced if _is_import(line) and line not in edit.lines]
+    if not dropped:
+        return edit
+    if not edit.lines and all(_is_import(line) or not line.strip() for line in replaced):
+        return None
+    return _Edit(edit.start, edit.end, tuple(dropped) + edit.lines, edit.side)
+
+
 def is_placeholder(line: str) -> bool:
     """Whether a scaffold line is meant to be replaced. Note [Placeholder lines]."""
     return _PLACEHOLDER.search(line.rstrip("\r\n")) is not None
@@ -165,7 +190,8 @@ def _scaffold_edits(base: list[str], theirs: list[str]) -> tuple[list[_Edit], li
                     rewordings.append(
                         _Edit(start + k, start + k + 1, (edit.lines[j1 + k],), "theirs")
                     )
-    return edits, rewordings
+    kept = [_keeping_imports(edit, base) for edit in edits]
+    return [edit for edit in kept if edit is not None], rewordings
 
 
 def _joins(edit: _Edit, start: int, end: int) -> bool:

@@ -53,7 +53,7 @@ def new_op(
     qualname: str,
     schema: str | None = None,
     backend: str | None = None,
-    devices: Sequence[str] = ("cpu",),
+    devices: Sequence[str] = (),
 ) -> NewResult:
     """Create op `qualname` ("namespace::op"), and the project when `cwd` is in none, then generate it.
 

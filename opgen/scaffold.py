@@ -16,6 +16,7 @@ from .api.copy_plan import Param, copy_plan
 from .errors import Diagnostic, OpgenError
 from .project import OPS_DIR, find_root
 from .spec.config import CONFIG_FILE
+from .spec.model import BACKENDS, Backend
 from .spec.names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from .targets.cpp import kernel_path as cpp_kernel_path
 from .targets.python import kernel_path as python_kernel_path
@@ -31,7 +32,7 @@ namespace = "{namespace}"
 package = "{package}"
 
 [options]
-backend = "{backend}"        # default backend of new ops: "python" or "cpp"
+backend = "{backend}"        # default backend of new ops: "python", "cpp" or "triton"
 cpp_target = "stable"        # "stable" (LibTorch stable ABI) or "classic" (full ATen)
 torch_target_version = "2.10"
 registration = "custom_op"   # python ops: "custom_op" (safest) or "library" (lower call overhead)
@@ -296,11 +297,13 @@ def compose_new_op(
         from .spec.load import load_toml
 
         backend = build_config(load_toml(root / CONFIG_FILE)).backend
-    if backend not in ("python", "cpp"):
+    if backend not in BACKENDS:
+        choices = ", ".join(repr(b) for b in BACKENDS)
         raise OpgenError(
-            Diagnostic(None, None, f"--backend must be 'python' or 'cpp', not {backend!r}", "")
+            Diagnostic(None, None, f"--backend must be one of {choices}, not {backend!r}", "")
         )
-    devices = list(devices)
+    # a Triton op's tests run on CUDA and, under Triton's interpreter, on CPU
+    devices = list(devices) or (["cpu", "cuda"] if backend == Backend.TRITON else ["cpu"])
     bad = [d for d in devices if d not in ("cpu", "cuda")]
     if bad or not devices:
         raise OpgenError(
@@ -325,7 +328,7 @@ def compose_new_op(
     package = namespace if package_problem(namespace) is None else f"{namespace}_ops"
     kernel = (
         cpp_kernel_path(name, "cpu")
-        if backend == "cpp"
+        if backend == Backend.CPP
         else python_kernel_path(package if created_project else "the package", name)
     )
     if schema is None or schema.strip() == DEFAULT_SCHEMA:

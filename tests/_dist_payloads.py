@@ -49,17 +49,17 @@ def die_on_rank0(mesh: Any) -> None:
     dist.barrier()
 
 
-def readme_example(mesh: Any, source: str) -> tuple[bool, bool, str]:
-    """Run the README's tensor-parallel example; compare it with its block unparallelised.
+def docs_example(mesh: Any, source: str) -> tuple[bool, bool, str]:
+    """Run the tensor-parallel example of docs/sharding.md; compare it with its block unparallelised.
 
     Returns whether the outputs and the gradients match, and the placement of
     the norm's weight gradient (a partial sum over the sequence, reduced).
     """
     import torch
 
-    namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(source, "README.md", "exec"), namespace)
-    torch.manual_seed(0)  # the README seeds the same way before building its block
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(compile(source, "docs/sharding.md", "exec"), namespace)
+    torch.manual_seed(0)  # the example seeds the same way before building its block
     reference = namespace["Block"]()
     x = namespace["x"]
     expected = reference(x)

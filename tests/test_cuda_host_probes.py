@@ -52,7 +52,7 @@ int main() {{
     std::printf("blocks %lld %u\\n", n, t::foo_kernel_blocks(n, 256));
   const long long grids[][2] = {{{grids}}};
   for (const auto& mn : grids) {{
-    const dim3 g = example::gemm_grid(mn[0], mn[1]);
+    const dim3 g = example::gemm_grid(mn[0], mn[1], 128, 128);
     std::printf("grid %lld %lld %u %u %u\\n", mn[0], mn[1], g.x, g.y, g.z);
   }}
   // Overlap cases on stdin: offset dim sizes... strides... for out, then for the input.
@@ -198,9 +198,9 @@ def test_matmul_grid_fits_cuda_limits_for_any_m_and_n(probe):
     """M tiles on x (up to 2^31 - 1 blocks), N tiles on y (up to 65535), loops beyond."""
     assert [(m, n) for m, n, *_ in probe["grid"]] == GRIDS
     for m, n, gx, gy, gz in probe["grid"]:
-        tiles_m, tiles_n = -(-m // 64), -(-n // 64)
+        tiles_m, tiles_n = -(-m // 128), -(-n // 128)
         assert (gx, gy, gz) == (min(tiles_m, 2**31 - 1), min(tiles_n, 65535), 1), (m, n)
-        # The kernel's loops m0 = bx*64, += gx*64 (and likewise for n) then visit every tile once.
+        # The kernel's loops m0 = bx*BM, += gx*BM (and likewise for n) then visit every tile once.
         assert gx >= 1 and gy >= 1
 
 

@@ -2,9 +2,9 @@
 
 Every generated Python file of the reference set (`generated_example/`) and every
 generated Python output pinned by the template cases goes through ruff's F401
-(unused import) and F821 (undefined name: an import a template leaves out).
-User-owned kernel stubs are left out: they are scaffolds whose imports later
-runs merge into the user's edits, so they stay stable.
+(unused import) and F821 (undefined name: an import a template leaves out);
+the user-owned Python files, the reference set's kernels and the stubs of fresh
+projects, also through F841 (unused variable).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from _cpp_support import opgen
 from _support import EXAMPLE
 
 TESTS = Path(__file__).resolve().parent
@@ -45,13 +46,13 @@ def _case_files() -> dict[str, str]:
     return out
 
 
-def _unused_imports(files: dict[str, str], tmp_path: Path) -> str:
+def _unused_imports(files: dict[str, str], tmp_path: Path, rules: str = "F401,F821") -> str:
     for rel, text in files.items():
         target = tmp_path / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     run = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "F401,F821", "--output-format", "concise", *files],
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", rules, "--output-format", "concise", *files],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode in (0, 1), run.stderr
@@ -72,6 +73,32 @@ def test_generated_python_has_no_unused_imports(source: str, tmp_path: Path) -> 
     assert len(python) >= (30 if source == "reference set" else 15), sorted(python)
     assert any("/_generated/" in rel for rel in python)
     assert _unused_imports(python, tmp_path) == ""
+
+
+def _user_files(root: Path) -> dict[str, str]:
+    package = next(p.parent for p in root.glob("*/__init__.py") if (p.parent / "kernels").is_dir())
+    files = sorted((package / "kernels").glob("*.py")) + sorted(package.glob("testing_helpers.py"))
+    return {f.relative_to(root).as_posix(): f.read_text(encoding="utf-8") for f in files}
+
+
+def test_user_owned_python_of_the_reference_set_passes_ruff(tmp_path: Path) -> None:
+    files = _user_files(EXAMPLE)
+    assert len(files) >= 8 and "example_ops/kernels/add.py" in files, sorted(files)
+    assert _unused_imports(files, tmp_path, "F401,F821,F841") == ""
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [None, "(Tensor x, int[] dims, float alpha=1.0) -> Tensor", "(Tensor(a!) x, Tensor y) -> ()"],
+)
+def test_fresh_python_stubs_import_only_what_they_use(schema: str | None, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    opgen("new", "mylib::foo", *(["--schema", schema] if schema else []), cwd=project)
+    files = _user_files(project)
+    stub = files["mylib/kernels/foo.py"]
+    assert ("Sequence" in stub) == (schema is not None and "[]" in schema)
+    assert _unused_imports(files, tmp_path / "lint", "F401,F821,F841") == ""
 
 
 _OPGEN_SOURCE = re.compile(r"opgen/(api|spec|targets|bench|commands)\b|opgen/[\w/]+\.py\b")

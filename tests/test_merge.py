@@ -306,3 +306,41 @@ def test_merge_never_drops_a_user_line(triple, trailing_newline: bool) -> None:
         assert result.text == join(theirs)
     if theirs == base:
         assert result.text == join(ours)
+
+
+_STUB = _lines(
+    "from __future__ import annotations",
+    "",
+    "from collections.abc import Sequence",
+    "",
+    "import torch",
+    "from torch import Tensor",
+    "",
+    "",
+    "def foo(x: Tensor) -> Tensor:",
+    "    raise NotImplementedError  # opgen: placeholder",
+)
+
+
+def test_a_scaffold_that_drops_imports_keeps_them_in_an_edited_file() -> None:
+    """Note [Imports the scaffold drops]: the user's body may use a name the stub stopped importing."""
+    ours = _STUB.replace("    raise NotImplementedError  # opgen: placeholder", "    return torch.sin(x)")
+    theirs = _lines(
+        "from __future__ import annotations",
+        "",
+        "from torch import Tensor",
+        "",
+        "",
+        "def foo(x: Tensor, n: int) -> Tensor:",
+        "    raise NotImplementedError  # opgen: placeholder",
+    )
+    merged = merge3(_STUB, ours, theirs)
+    assert merged.conflicts == 0
+    assert merged.text == ours.replace("def foo(x: Tensor)", "def foo(x: Tensor, n: int)")
+    # an import the scaffold rewrites along with other lines is kept too
+    theirs = theirs.replace("from torch import Tensor", "import numpy\nfrom torch import Tensor")
+    merged = merge3(_STUB, ours, theirs)
+    assert merged.conflicts == 0
+    assert "import torch\n" in merged.text and "import numpy\n" in merged.text
+    # an untouched stub becomes the new scaffold, imports and all
+    assert merge3(_STUB, _STUB, theirs).text == theirs

@@ -3,8 +3,8 @@
 The generated tests of a small project (tests/_sharding_support.py) must fail
 for its deliberately wrong rules, each for the right reason, and pass for the
 right ones; the pool they run on (opgen.testing.DistPool) must report failures
-fast and never leave a process behind; and the README's tensor-parallel
-example must run as written.
+fast and never leave a process behind; and the tensor-parallel
+example of docs/sharding.md must run as written.
 """
 
 from __future__ import annotations
@@ -203,15 +203,14 @@ def test_the_ranks_exit_when_the_coordinator_is_killed(project: Path) -> None:
     assert not alive, f"ranks {alive} outlived the killed coordinator"
 
 
-def _readme_example() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## Sharded (DTensor) use") :]
-    blocks = re.findall(r"```python\n(.*?)```", section[: section.index("\n## ", 3)], re.S)
+def _docs_example() -> str:
+    text = (REPO / "docs" / "sharding.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) == 1
     return blocks[0]
 
 
-def test_the_readme_tensor_parallel_example_runs_and_matches_the_block_unparallelised() -> None:
+def test_the_docs_tensor_parallel_example_runs_and_matches_the_block_unparallelised() -> None:
     build = subprocess.run(
         [sys.executable, "-m", "opgen", "build", "--no-generate"],
         cwd=EXAMPLE,
@@ -224,7 +223,7 @@ def test_the_readme_tensor_parallel_example_runs_and_matches_the_block_unparalle
     try:
         pool = DistPool(world_size=2)
         try:
-            results = pool.run(payloads.readme_example, _readme_example())
+            results = pool.run(payloads.docs_example, _docs_example())
         finally:
             pool.close()
     finally:

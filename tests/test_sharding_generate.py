@@ -1,7 +1,7 @@
 """What a [sharding] table generates, run in one process (the distributed runs: test_sharding_distributed.py).
 
 The rules module is imported only where DTensor already is; the generated
-rule helpers give the placements the README's rule table promises; a mutating
+rule helpers give the placements the rule table of docs/sharding.md promises; a mutating
 op refuses what it cannot keep; the cache key is widened only where a
 decision depends on a non-tensor argument; a custom rule is the user's file.
 """

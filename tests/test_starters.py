@@ -49,6 +49,7 @@ SCHEMA_CLASSES = [
         ([Param("x", "Tensor"), Param("alpha", "float")], ["Tensor"], "x.clone()", ["return x.clone()"], ("like", ("x",))),
         ([Param("a", "Tensor"), Param("b", "Tensor")], ["Tensor", "Tensor"], "(a.clone(), a.clone())", ["return a.clone(), a.clone()"], ("like", ("a", "a"))),
         ([Param("out", "Tensor", True), Param("x", "Tensor")], [], "x.clone()", ["out.copy_(x)"], ("like", ())),
+        ([Param("x", "Tensor"), Param("s", "Tensor", True)], ["Tensor"], "(s.copy_(x), x.clone())[-1]", ["s.copy_(x)", "return x.clone()"], ("like", ("x",))),
         ([Param("xs", "Tensor[]")], ["Tensor"], "xs[0].clone()", ["return xs[0].clone()"], ("expr", ("xs[0].new_empty(xs[0].shape)",))),
         ([Param("x", "Tensor"), Param("w", "Tensor?")], ["Tensor[]"], "[x.clone()]", ["return [x.clone()]"], ("expr", ("[x.new_empty(x.shape)]",))),
     ],
@@ -146,3 +147,18 @@ def test_fresh_stable_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
 def test_fresh_classic_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
     """Classic ATen (6-12 s a file to compile on two cores)."""
     _passes(_project(tmp_path, "cpp", "classic"), "-j", "2")
+
+
+@pytest.mark.slow
+def test_a_kernel_that_forgets_an_argument_it_writes_fails_the_reference_check(
+    tmp_path: Path,
+) -> None:
+    """The op returns a value and writes `state`: the reference check compares both."""
+    opgen("new", "mylib::update", "--schema", SCHEMAS["update"], cwd=tmp_path)
+    run = opgen("test", "-q", "-k", "reference", cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    kernel = tmp_path / "mylib" / "kernels" / "update.py"
+    kernel.write_text(kernel.read_text().replace("    state.copy_(x)\n", ""))
+    run = opgen("test", "-q", "-k", "reference", cwd=tmp_path, check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "state, which the op writes" in run.stdout

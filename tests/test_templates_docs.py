@@ -22,6 +22,7 @@ _OPS = [
     ("mylib::scaled", "(Tensor x, float alpha=1.0) -> Tensor", "python", ["cpu", "cuda"]),
     ("mylib::addmut", "(Tensor(a!) x, Tensor y) -> ()", "python", ["cpu"]),
     ("mylib::cadd", "(Tensor x, Tensor y, float alpha=1.0) -> Tensor", "cpp", ["cpu", "cuda"]),
+    ("mylib::tadd", "(Tensor x, Tensor? y, float alpha=1.0) -> Tensor", "triton", ["cpu", "cuda"]),
 ]
 
 
@@ -45,6 +46,8 @@ def contexts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
             if name == "mylib::scaled":
                 text = text.replace("backend =", "per_device = true\nbackend =", 1)
                 text += '\n[sharding]\nrule = "custom"\n'  # a user function, keyed on alpha
+            if name == "mylib::tadd":  # the inner op's fake kernel gets the checks too
+                text = text.replace("[fake]\n", '[fake]\nchecks = ["x.dim() >= 1"]\n', 1)
             if name == "mylib::addmut":
                 text += '\n[sharding]\nrule = "elementwise"\n'  # keeps the mutated x
             (root / path).parent.mkdir(exist_ok=True)

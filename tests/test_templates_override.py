@@ -143,7 +143,7 @@ def test_list_eject_diff_ack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert _PROJECT in (root / "opgen.toml").read_text()  # the rest of the file is untouched
     assert "python/kernel.py.j2" in json.loads((root / ".opgen/ejected.json").read_text())
     listed = _cli(root, monkeypatch, "templates", "list").output
-    assert [line.split() for line in listed.splitlines() if "kernel.py.j2" in line] == [["python/kernel.py.j2", "overridden"]]
+    assert [line.split() for line in listed.splitlines() if line.split()[:1] == ["python/kernel.py.j2"]] == [["python/kernel.py.j2", "overridden"]]
 
     (root / "templates/python/kernel.py.j2").write_text("# mine\n")
     again = _cli(root, monkeypatch, "templates", "eject", "python/kernel.py.j2")

@@ -1,6 +1,6 @@
 """An untrusted or damaged checkout: opgen never writes, deletes or runs anything it should not.
 
-Each section is one promise of the README's "Trust and safety" section, proven
+Each section is one promise of docs/safety.md, "Trust and safety", proven
 at run time: symlinks planted at every path a command touches, I/O failures
 while writing. (Deletion authority, a lost manifest, sandboxed templates and
 bounded input have their own sections below.)
@@ -894,10 +894,10 @@ def test_the_expression_filter_is_not_a_sandbox_and_says_so() -> None:
     assert "like a Makefile" in doc
 
 
-def test_the_readme_has_the_trust_and_safety_section() -> None:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Trust and safety\n", 1)[1].split("\n## ", 1)[0]
-    flat = " ".join(section.split())
+def test_the_docs_have_the_trust_and_safety_page() -> None:
+    text = (REPO / "docs" / "safety.md").read_text()
+    assert text.startswith("# Trust and safety\n")
+    flat = " ".join(text.split())
     for claim in (
         "`opgen generate`, `opgen generate --check` (or `--dry-run`) and `opgen templates list` (or `diff`) are safe to run on a checkout you do not trust",
         "**Writes stay in the project.**",

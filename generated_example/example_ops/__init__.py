@@ -24,6 +24,10 @@ from ._generated.paste import paste
 from ._generated.rms_norm import rms_norm
 from ._generated.roi_align import roi_align
 from ._generated.rotary_embedding import rotary_embedding
+from ._generated.triton_rms_norm import triton_rms_norm
+from ._generated.triton_softmax import triton_softmax
+from ._generated.triton_softmax_backward import triton_softmax_backward
+from ._generated.triton_vector_add import triton_vector_add
 from ._generated.vector_add import vector_add
 
 __all__ = [
@@ -47,6 +51,10 @@ __all__ = [
     "rms_norm",
     "roi_align",
     "rotary_embedding",
+    "triton_rms_norm",
+    "triton_softmax",
+    "triton_softmax_backward",
+    "triton_vector_add",
     "vector_add",
 ]
 

@@ -40,7 +40,7 @@ class FoundOp:
     schema: str  # "(Tensor a, ...) -> Tensor", verbatim
     path: Path
     line: int
-    language: str  # "cpp" or "python"
+    language: str  # "cpp", "python" or "triton" (a Python op launching a Triton kernel)
     kernels: list[Kernel] = field(default_factory=list)
     python_kernels: dict[str, PyFunction] = field(default_factory=dict)  # device -> function
     fake: PyFunction | None = None

@@ -279,3 +279,54 @@ def python_kernel(
         )
     imports = [i for i in function.imports if i.strip() not in _PYTHON_KERNEL_IMPORTS]
     return {"imported": {"imports": imports}, "starter": head + body}
+
+
+# what the Triton kernel file's template imports itself
+_TRITON_KERNEL_IMPORTS = {
+    "from __future__ import annotations",  # Triton reads the kernels' annotations
+    "import torch",
+    "import triton",
+    "import triton.language as tl",
+    "from torch import Tensor",
+}
+
+
+def _module_functions(path: Path, names: set[str]) -> list[str]:
+    """The source of the module-level functions `names` of `path` and of those they use,
+    decorators included (a `@triton.jit` kernel is its decorator), in file order."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    nodes = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    wanted, todo = set(), [n for n in names if n in nodes]
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        used = {n.id for n in ast.walk(nodes[name]) if isinstance(n, ast.Name)}
+        todo += [n for n in used if n in nodes and n not in wanted]
+    lines = source.splitlines()
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in wanted:
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+            out += ([""] * 2 if out else []) + lines[start : node.end_lineno]
+    return out
+
+
+def triton_kernel(
+    op: FoundOp, args: list[str], problems: list[Diagnostic]
+) -> dict[str, object] | None:
+    """The template variables of an imported Triton op's kernel file: the op's function becomes
+    the launcher's body, after the module's functions it uses (its `@triton.jit` kernels)."""
+    found: list[Diagnostic] = []
+    moved = python_kernel(op, args, found)
+    # python_kernel warns that the function's helpers stay behind: here they move with it
+    problems += [p for p in found if "the kernel moved without them" not in p.message]
+    if moved is None:
+        return None
+    function = op.python_kernels.get("cpu") or next(iter(op.python_kernels.values()))
+    kernel = _module_functions(function.path, set(function.helpers))
+    imports = [i for i in function.imports if i.strip() not in _TRITON_KERNEL_IMPORTS]
+    starter = moved["starter"]
+    return {"imported": {"imports": imports}, "starter": {"kernel": kernel, "body": starter}}

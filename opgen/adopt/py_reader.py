@@ -6,7 +6,11 @@ runs their registrations, and code opgen was not asked to run). It reads
 `@torch.library.custom_op` (its name, `mutates_args`, `device_types` and
 `schema=`), `Library(ns, "DEF" | "FRAGMENT")` objects and their `.define` /
 `.impl` calls, `torch.library.define` / `impl`, `register_fake`,
-`register_autograd` and `@op.register_kernel`. A `custom_op` without
+`register_autograd` and `@op.register_kernel`; `@torch.library.triton_op` as a
+custom_op that infers its schema. An op registered by triton_op, or a custom_op
+without `schema=` (its schema is then one triton_op infers too) whose function
+launches a `@triton.jit` kernel of its module (through `torch.library.wrap_triton`
+or `kernel[grid](...)`), becomes a Triton op (language "triton"). A `custom_op` without
 `schema=` has its schema inferred from the annotations with the rules of
 `torch.library.infer_schema` (opgen's test suite checks the two agree), so
 that no torch import is needed. Functions are kept as source text: the
@@ -35,6 +39,20 @@ _SCALARS = {
     "device": "Device",
 }
 _LISTS = {"Tensor": "Tensor[]", "int": "SymInt[]", "float": "float[]", "bool": "bool[]"}
+
+
+# decorators that make a module-level function a Triton kernel
+_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+def _is_triton_decorator(node: ast.expr) -> bool:
+    """`@triton.jit`, `@triton.autotune(...)`, `@triton.heuristics(...)`."""
+    func = node.func if isinstance(node, ast.Call) else node
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in _TRITON_DECORATORS
+        and _last(func.value) == "triton"
+    )
 
 
 class SchemaInferenceError(Exception):
@@ -160,6 +178,8 @@ class _Module:
         self.handles: dict[str, str] = {}  # a Python name bound to an op -> its qualname
         self.libraries: dict[str, str] = {}  # a Library variable -> its namespace
         self.functions: dict[str, PyFunction] = {}
+        self.nodes: dict[str, ast.FunctionDef] = {}  # module-level functions by name
+        self.jitted: set[str] = set()  # those decorated as Triton kernels
 
     def problem(self, line: int, message: str, hint: str, level: str = "warning") -> None:
         self.problems.append(Diagnostic(self.path, line, message, hint, level))
@@ -223,6 +243,9 @@ class _Module:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 self.functions[node.name] = self.function(node)
+                self.nodes[node.name] = node
+                if any(_is_triton_decorator(d) for d in node.decorator_list):
+                    self.jitted.add(node.name)
         for node in tree.body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 self._library(node)
@@ -256,8 +279,8 @@ class _Module:
         kind = _last(func)
         target = func.value if isinstance(func, ast.Attribute) else None
         handle = self.handles.get(target.id) if isinstance(target, ast.Name) else None
-        if kind == "custom_op" and call is not None:
-            self._custom_op(call, fn)
+        if kind in ("custom_op", "triton_op") and call is not None:
+            self._custom_op(call, fn, triton=kind == "triton_op")
         elif kind == "register_fake":
             qualname = handle or (self._qualname(call.args[0]) if call and call.args else None)
             self._attach(qualname, "fake", fn, decorator.lineno)
@@ -267,7 +290,27 @@ class _Module:
         elif kind == "impl" and call is not None and handle is None:
             self._impl(call.args, fn, decorator.lineno, ast.Name(fn.name))
 
-    def _custom_op(self, call: ast.Call, fn: ast.FunctionDef) -> None:
+    def _launches_triton(self, fn: ast.FunctionDef) -> bool:
+        """Whether `fn` (or a function of this module it calls) launches a Triton kernel."""
+        seen: set[str] = set()
+        todo = [fn]
+        while todo:
+            node = todo.pop()
+            for inner in ast.walk(node):
+                if not isinstance(inner, ast.Call):
+                    continue
+                if _last(inner.func) == "wrap_triton":
+                    return True
+                func = inner.func
+                if isinstance(func, ast.Subscript) and _last(func.value) in self.jitted:
+                    return True
+                name = _last(func)
+                if name in self.nodes and name not in seen:
+                    seen.add(name)
+                    todo.append(self.nodes[name])
+        return False
+
+    def _custom_op(self, call: ast.Call, fn: ast.FunctionDef, triton: bool = False) -> None:
         qualname = _str(_keyword(call, "name", 0))
         mutates = _string_set(_keyword(call, "mutates_args", 1))
         if qualname is None or mutates is None:
@@ -279,6 +322,7 @@ class _Module:
             )
             return
         schema = _str(_keyword(call, "schema"))
+        inferred = schema is None
         if schema is None:
             try:
                 schema = infer_schema(fn, mutates)
@@ -293,6 +337,8 @@ class _Module:
         op = self.op(qualname, schema, call.lineno)
         if op is None:
             return
+        if triton or (inferred and self._launches_triton(fn)):
+            op.language = "triton"
         self.handles[fn.name] = qualname
         devices = _string_set(_keyword(call, "device_types"))
         kernel = self.functions[fn.name]

@@ -43,8 +43,12 @@ def _tensors(op: OpSpec) -> list[Arg]:
 
 
 def _statement(torch: str, code: str, message: str) -> dict[str, Any]:
-    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
-    return {"expression": code, "lines": lines}
+    return {
+        "expression": code,
+        "lines": wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    "),
+        # the same call inside the `if` of a Python op's registered kernel
+        "bridge_lines": wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "        "),
+    }
 
 
 def python_arg_checks(op: OpSpec, torch: str) -> list[dict[str, Any]]:
@@ -112,7 +116,7 @@ def _parenthesized(torch: str, code: str, parts: list[str]) -> dict[str, Any]:
     no line passes 100 columns however long the op's name."""
     lines = [f"{torch}._check(", f"    {code},", "    lambda: ("]
     lines += [f"        {part}" for part in parts] + ["    ),", ")"]
-    return {"expression": code, "lines": lines}
+    return {"expression": code, "lines": lines, "bridge_lines": lines}
 
 
 def op_variable(op: OpSpec) -> str:

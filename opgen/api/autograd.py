@@ -501,7 +501,14 @@ def _backward(
         targets = ", ".join(acc[name] for name in formula.inputs)
         lines.append(f"if {' or '.join(flags)}:")
         lines.append(f"    {targets} = {code}")
-    returned = [acc[a.name] if a in with_formula else "None" for a in args]
+    returned = [
+        (
+            acc[a.name]
+            if a in with_formula
+            else f"[None] * len({needs}[{i}])" if a.is_tensor_list else "None"
+        )
+        for i, a in enumerate(args)
+    ]
     if lists:
         items = ", ".join(returned) + ("," if len(args) == 1 else "")
         lines.append(f"return (None, *{g.flatten}({literal(lists)}, ({items}))[1:])")

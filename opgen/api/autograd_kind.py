@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ..spec.model import OpSpec
+from ..spec.model import Backend, OpSpec
 
 __all__ = [
     "AutogradKind",
@@ -87,13 +87,16 @@ def no_jvp_message(op: OpSpec) -> str | None:
 
 def cpp_mutation_fallbacks(op: OpSpec) -> bool:
     """Whether the compiled library registers torch's fallbacks for a written argument (classic)."""
-    return bool(op.mutated) and op.backend == "cpp" and op.cpp_target == "classic"
+    return bool(op.mutated) and op.backend == Backend.CPP and op.cpp_target == "classic"
 
 
 def wrapper_bumps_versions(op: OpSpec) -> bool:
     """Whether the typed wrapper bumps the versions of what the op writes (Note [Written arguments])."""
     if not op.mutated:
         return False
-    if op.backend == "python":
+    backend = Backend(op.backend)
+    if backend is Backend.PYTHON:
         return op.registration == "library"
+    if backend is Backend.TRITON:
+        return False  # triton_op is a custom_op, which bumps them itself
     return op.cpp_target == "stable"

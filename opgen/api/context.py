@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec.model import OpSpec, ProjectConfig
+from ..spec.model import Backend, OpSpec, ProjectConfig
 from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
@@ -30,6 +30,7 @@ from .names import Namer
 from .pyexpr import expression
 from .testing import test_context
 from .transforms import class_name, function_context, public_name, vmap_context
+from .triton import triton_context
 
 __all__ = [
     "op_context",
@@ -55,7 +56,7 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
             }
             for d in op.devices
         ]
-    return [
+    kernels = [
         {
             "device": d,
             "function": module,
@@ -65,6 +66,11 @@ def _kernels(op: OpSpec) -> list[dict[str, Any]]:
         }
         for d in op.devices
     ][: None if op.registration == "library" else 1]
+    if op.registration == "library" and not any(a.differentiable for a in op.args):
+        # a factory op: no tensor to dispatch on, so one kernel serves every device (it places
+        # its outputs itself, on its Device argument or torch's default device)
+        return [{**kernels[0], "dispatch_key": "CompositeExplicitAutograd"}]
+    return kernels
 
 
 def _kernel_functions(op: OpSpec) -> list[str]:
@@ -86,6 +92,10 @@ _INTERNAL = {
     "unflatten": "unflatten",
     "nest": "nest",
     "result": "result",
+    # Triton ops (Note [Triton ops] in api/triton.py)
+    "launch": "_launch",
+    "check_inputs": "_check_inputs",
+    "interpreted": "_INTERPRETED",
 }
 
 
@@ -111,12 +121,14 @@ def _internal_names(op: OpSpec) -> dict[str, str]:
     return names
 
 
-def _check(op: OpSpec, check: str, torch: str) -> dict[str, Any]:
+def _check(op: OpSpec, check: str, torch: str, indent: str = "    ") -> dict[str, Any]:
     """One `torch._check` of the fake kernel (`torch` is what the module calls torch): its parts,
-    and the statement laid out as black does."""
+    and the statement laid out as black does at `indent`."""
     code, message = expression(check), literal(f"{op.qualname}: expected {check}")
-    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", "    ")
-    return {"expression": code, "message": message, "lines": lines}
+    lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", indent)
+    # Note [Argument checks]: a Python op's registered kernel makes the call inside an `if`
+    bridge = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", indent + "    ")
+    return {"expression": code, "message": message, "lines": lines, "bridge_lines": bridge}
 
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
@@ -171,7 +183,9 @@ def op_context(
         "tags": list(op.tags),
         "tags_literal": _tags(op),
         "library_reason": (
-            custom_op_refusal(op.args, op.returns, op.overload) if op.backend == "python" else None
+            custom_op_refusal(op.args, op.returns, op.overload)
+            if op.backend == Backend.PYTHON
+            else None
         ),
         "mutated_names": literal(tuple(a.name for a in op.mutated)),
         "differentiable_names": literal(differentiable),
@@ -236,6 +250,11 @@ def op_context(
         "tag_names": literal(list(op.tags)),
         "public_name": public_name(op, config.package),
     }
+    context["triton"] = None
+    if op.backend == Backend.TRITON:
+        # the inner op's fake kernel sits one level deeper (Note [Triton ops])
+        nested = [_check(op, c, names["torch"], "        ") for c in op.fake.checks]
+        context["triton"] = {**triton_context(op, path, names), "fake_checks": nested}
     context["module_imports"] = module_imports(op, names, context)
     return context
 
@@ -273,7 +292,8 @@ def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
     """The `project` variables of project-wide templates: also what depends on every op."""
     return {
         **project_context(config),
-        "has_cpp": any(op.backend == "cpp" for op in ops),
+        "has_cpp": any(op.backend == Backend.CPP for op in ops),
+        "has_triton": any(op.backend == Backend.TRITON for op in ops),
         "has_sharding": any(op.sharding is not None for op in ops),
     }
 

@@ -48,7 +48,12 @@ class CopyPlan:
     def reference(self) -> str:
         """The spec's starter reference: what the copy-through computes."""
         values = self.values()
-        return values[0] if len(values) == 1 else f"({', '.join(values)})"
+        value = values[0] if len(values) == 1 else f"({', '.join(values)})"
+        if not (self.returns and self.mutated):
+            return value
+        # the reference writes the arguments the op writes, on its copies, then gives the returns
+        writes = [f"{name}.copy_({self.source_expr})" for name in self.mutated]
+        return f"({', '.join(writes)}, {value})[-1]"
 
     def python_body(self) -> tuple[str, ...]:
         lines = [f"{name}.copy_({self.source_expr})" for name in self.mutated]

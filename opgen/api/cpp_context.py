@@ -286,6 +286,10 @@ def _defined_in_python(op: OpSpec) -> bool:
     return op.cpp_target == "stable" and bool(op.tags)
 
 
+def _factory(op: OpSpec) -> bool:
+    return not any(a.differentiable for a in op.args)
+
+
 def cpp_project_context(
     config: ProjectConfig, ops: Sequence[tuple[OpSpec, Mapping[str, Any]]], library_file: str
 ) -> dict[str, Any]:
@@ -320,10 +324,16 @@ def cpp_project_context(
                     "op_variable": op_variable(op),
                 }
                 for op, c in ops
-                if d in op.devices
+                if d in op.devices and not _factory(op)
             ]
             for d in devices
         },
+        # ops with no tensor to dispatch on: the CPU file's kernel serves every device
+        "composite_impls": [
+            {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, 'cpu')}"}
+            for op, c in ops
+            if _factory(op)
+        ],
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
         # Note [Written arguments] in api/autograd_kind.py
         "mutation_fallbacks": [c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op)],

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..spec.model import OpSpec
+from ..spec.model import Backend, OpSpec
 from . import python as py
 from .autograd_kind import AutogradKind, autograd_kind
 from .testing import compile_expectation, testing_names
@@ -50,10 +50,15 @@ def _as(name: str, local: str) -> str:
 def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, Any]) -> list[str]:
     """Every import of the op's generated module (`_generated/<op>.py`), grouped as isort does."""
     fake = py.fake_outputs(op) or ()
-    used = _globals([*op.fake.checks, *fake, *(f.expression for f in op.grads), *op.jvp.result])
+    # a Triton op with [triton] cpu = "reference" runs the reference expression on CPU
+    fallback = [op.test.reference] if op.triton_cpu == "reference" and op.test.reference else []
+    expressions = [*op.fake.checks, *fake, *(f.expression for f in op.grads), *op.jvp.result]
+    used = _globals([*expressions, *fallback])
     used -= {a.name for a in op.args}  # an argument's name means the argument
     annotations = [py.annotation(a.type) for a in op.args] + [py.return_annotation(op.returns)]
     stdlib = ["import math"] if "math" in used else []
+    if op.backend == Backend.TRITON:
+        stdlib.append("import os")
     if any("Sequence[" in text for text in annotations):
         stdlib.append("from collections.abc import Sequence")
     third_party = ["import torch"]
@@ -65,7 +70,7 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
     if function and context["once_differentiable"]:
         third_party.append("from torch.autograd.function import once_differentiable")
     package: list[str] = []
-    if op.backend == "cpp":
+    if op.backend == Backend.CPP:
         package.append("from .. import _library  # noqa: F401  (defines the op)")
     rules = {op.vmap} if op.vmap in ("elementwise", "leading", "loop") else set()
     if rules:
@@ -76,7 +81,7 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
         helpers = ("flatten", "needs_function", "nest", "unflatten")
         wanted = [h for h in helpers if h == "needs_function" or function["uses_lists"]]
         package.append("from .._autograd import " + ", ".join(_as(h, names[h]) for h in wanted))
-    if op.backend == "python":
+    if op.backend in (Backend.PYTHON, Backend.TRITON):
         package.append(f"from ..kernels import {op.module} as {names['kernels']}")
     if op.vmap == "custom":
         package.append(f"from ..kernels import {op.module}_vmap as {names['rule']}")
@@ -159,5 +164,7 @@ def testing_imports(
     """Every name the op's tests import from `opgen.testing`, sorted as isort sorts them
     (the class first)."""
     names = {*testing_names(op, differentiable), *pt2_testing_names(op)}
+    if op.backend == Backend.TRITON and "cuda" in op.devices and op.test.has_samples:
+        names.add("check_inductor_traces_kernel")
     names |= set(transforms_testing_names(op, differentiable, raw_handle_transforms))
     return sorted(names, key=lambda n: (n != "TensorSpec", n))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..spec.model import OpSpec, ProjectConfig
+from ..spec.model import Backend, OpSpec, ProjectConfig
 from ..spec.sharding import unkeyed_arguments
 from . import python as py
 from .autograd import list_positions
@@ -20,7 +20,10 @@ __all__ = ["private_context"]
 
 def _autograd_keys(op: OpSpec) -> tuple[str, ...]:
     """Where the op's Autograd kernel goes: custom_op owns the Autograd alias, so per device."""
-    if op.backend == "python" and op.registration == "custom_op":
+    custom_op = op.backend == Backend.TRITON or (
+        op.backend == Backend.PYTHON and op.registration == "custom_op"
+    )
+    if custom_op:  # triton_op registers through custom_op
         return tuple(f"Autograd{DISPATCH_KEYS[d]}" for d in op.devices)
     return ("Autograd",)
 

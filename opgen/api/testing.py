@@ -87,12 +87,22 @@ def _aliases(op: OpSpec) -> list[tuple[int, str, bool]]:
     return out
 
 
+def _written(op: OpSpec) -> tuple[str, ...]:
+    """Arguments an op that returns values writes without returning them: the reference check
+    compares them too (opgen.testing.check_reference)."""
+    if not op.returns:
+        return ()
+    returned = {name for _, name, _ in _aliases(op)}
+    return tuple(a.name for a in op.mutated if a.name not in returned)
+
+
 def _grad_inputs(op: OpSpec, differentiable: tuple[str, ...]) -> tuple[str, ...]:
-    """Inputs opcheck also runs with requires_grad: the differentiable ones, or for an op that
-    runs below autograd every tensor it does not write (its outputs must not require grad)."""
+    """Inputs opcheck also runs with requires_grad: the differentiable ones, or for a C++ op that
+    runs below autograd every tensor it does not write (its outputs must not require grad).
+    A Python op that writes and returns is a custom_op, whose backward raises without formulas."""
     if differentiable:
         return differentiable
-    if not op.functional and op.returns:
+    if not op.functional and op.returns and op.backend != "python":
         return tuple(
             a.name for a in op.args if a.differentiable and not a.mutated and not a.kwarg_only
         )
@@ -224,6 +234,7 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "compile_expectation": compile_expectation(op),
         "aot_error": literal(_aot_error(op)),
         "aliases": literal(tuple(_aliases(op))),
+        "written_names": literal(_written(op)),
         "grad_inputs": literal(_grad_inputs(op, differentiable)),
         "optional_names": literal(_optional_names(op)),
         "takes_tensors": _takes_tensors(op),

@@ -124,6 +124,9 @@ def function_context(
         "uses_lists": plan.uses_lists,
         "sibling_imports": _sibling_modules(op, siblings),
         "tracked_lines": _tracked(op, n),
+        "lists_literal": literal(lists) if lists else None,
+        # torch leaves trailing arguments equal to their defaults out of needs_input_grad
+        "padded_needs": any(a.differentiable and a.default is not None for a in op.args),
         "keyword_only": [a.name for a in op.args if a.kwarg_only],
         "keyword_only_literal": literal(tuple(a.name for a in op.args if a.kwarg_only)),
         "positional_count": sum(1 for a in op.args if not a.kwarg_only),
@@ -141,10 +144,13 @@ def function_context(
 
 
 def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
-    """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`)."""
+    """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`).
+
+    is_compiling first: Dynamo cannot trace needs_function's check for torch.func wrappers.
+    """
     tensors = [a.name for a in op.args if a.differentiable]
     call = f"{n['needs_function']}({', '.join(tensors)})"
-    return condition("if", [call, f"not {n['torch']}.compiler.is_compiling()"], "and", "    ")
+    return condition("if", [f"not {n['torch']}.compiler.is_compiling()", call], "and", "    ")
 
 
 def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:

@@ -104,7 +104,7 @@ def bench(
     """Benchmark the ops named (default: all) against their baselines: the spec's reference,
     torch.compile of it, PyTorch's native op and the original library's op.
 
-    What each op is timed on is its spec's [bench] table (README, "Performance").
+    What each op is timed on is its spec's [bench] table (docs/performance.md).
     """
     from ..bench.host import host
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops

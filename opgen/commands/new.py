@@ -26,13 +26,19 @@ def new(
     backend: Annotated[
         str | None,
         typer.Option(
-            "--backend", help="python or cpp (default: the project's).", metavar="python|cpp"
+            "--backend",
+            help="python, cpp or triton (default: the project's).",
+            metavar="python|cpp|triton",
         ),
     ] = None,
     devices: Annotated[
         str,
-        typer.Option("--devices", help="Comma-separated devices: cpu, cuda.", metavar="DEVICES"),
-    ] = "cpu",
+        typer.Option(
+            "--devices",
+            help="Comma-separated devices: cpu, cuda (default: cpu; cpu,cuda for triton).",
+            metavar="DEVICES",
+        ),
+    ] = "",
 ) -> None:
     """Create the op NAMESPACE::OP (and the project, if the folder has none), then generate it.
 

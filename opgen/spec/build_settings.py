@@ -31,7 +31,7 @@ choosing (`-o`, `-M...`, `-B`, `-wrapper`, `-fplugin`, `-specs`, `-ccbin`,
 `-save-temps`, `--keep`, `@file`, a value that is a path) is refused. That
 keeps a checkout's flags from reading or writing outside what the build
 does by accident; it is not a sandbox: `opgen build` compiles and links the
-checkout's code (README "Trust and safety").
+checkout's code (docs/safety.md, "Trust and safety").
 """
 
 from __future__ import annotations

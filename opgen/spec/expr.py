@@ -16,7 +16,7 @@ torch, and torch writes files and opens sockets: `torch.save(x, path)` or
 writes a file when `opgen test` runs it. Spec files are code the user
 trusts, like a Makefile: `opgen generate` only parses them, while `opgen
 build`, `opgen test` and `opgen bench` run what they generate. See "Trust
-and safety" in the README.
+and safety" in docs/safety.md.
 """
 
 from __future__ import annotations

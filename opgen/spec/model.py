@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ __all__ = [
     "OpSpec",
     "ProjectConfig",
     "BACKENDS",
+    "Backend",
+    "TRITON_CPU_CHOICES",
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
@@ -41,7 +44,22 @@ __all__ = [
     "ROW_OUTPUTS",
 ]
 
-BACKENDS = ("python", "cpp")
+
+class Backend(StrEnum):
+    """What implements an op: a Python kernel, C++ (and CUDA) kernels, or a Triton kernel.
+
+    Code that depends on the backend names each value (a table or an exhaustive
+    match), so that a new backend cannot fall through to another's path.
+    """
+
+    PYTHON = "python"
+    CPP = "cpp"
+    TRITON = "triton"
+
+
+BACKENDS = tuple(b.value for b in Backend)
+# `[triton] cpu`: what a Triton op does on CPU tensors when Triton's interpreter is off
+TRITON_CPU_CHOICES = ("error", "reference")
 DEVICES = ("cpu", "cuda")
 CPP_TARGETS = ("stable", "classic")
 REGISTRATIONS = ("custom_op", "library")
@@ -331,6 +349,8 @@ class OpSpec:
     build: BuildSettings = BuildSettings()
     # written tensor arguments whose kernels handle any strides: no fenced contiguity check
     strided_writes: tuple[str, ...] = ()
+    # `[triton] cpu`: a Triton op's CPU calls without Triton's interpreter (TRITON_CPU_CHOICES)
+    triton_cpu: str = "error"
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

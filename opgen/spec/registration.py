@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .model import Arg, Ret
 
-__all__ = ["derived_tags", "custom_op_refusal"]
+__all__ = ["derived_tags", "custom_op_refusal", "triton_op_refusal"]
 
 
 def _written_tensor(arg: Arg) -> bool:
@@ -72,8 +72,62 @@ def custom_op_refusal(args: tuple[Arg, ...], rets: tuple[Ret, ...], overload: st
         return "it is an overload"
     if any(r.aliased for r in rets):
         return "its returns alias arguments"
-    if rets and any(a.mutated for a in args):
-        return "it writes arguments and also returns values"
     if any(a.kwarg_only and a.differentiable for a in args):
         return "it takes keyword-only tensors"
+    if not any(a.differentiable for a in args):
+        return "it takes no tensor, and custom_op dispatches on a tensor or a Device argument"
+    return None
+
+
+# Note [Schemas of Triton ops]
+# torch.library.triton_op takes no schema: it infers one from the function's annotations
+# (torch.library.infer_schema), which spells some types its own way. A pasted schema
+# registers exactly only where inference can produce it: `int` comes back `SymInt`, a list
+# default is refused, returns come back unnamed, and custom_op's own limits apply (no
+# overloads, no returned aliases). Those schemas are refused when the spec is read, with
+# the alternative: a Python op whose kernel launches the Triton kernel.
+_TRITON_ARGUMENTS = frozenset(
+    f"{base}{suffix}" for base in ("SymInt", "float", "bool") for suffix in ("", "?", "[]", "[]?")
+) | {"Tensor", "Tensor?", "Tensor[]", "Tensor?[]", "str", "str?", "ScalarType", "ScalarType?"}
+_TRITON_RETURNS = frozenset({"Tensor", "Tensor[]", "SymInt", "float", "bool"})
+_INFERRED_SPELLING = {
+    "int": "SymInt",
+    "int?": "SymInt?",
+    "int[]": "SymInt[]",
+    "int[]?": "SymInt[]?",
+}
+
+
+def triton_op_refusal(args: tuple[Arg, ...], rets: tuple[Ret, ...], overload: str) -> str | None:
+    """Why torch.library.triton_op cannot register exactly this schema, or None.
+
+    Note [Schemas of Triton ops].
+    """
+    why = custom_op_refusal(args, rets, overload)
+    if why is not None:
+        return why
+    if rets and any(a.mutated for a in args):
+        return "it writes arguments and also returns values"
+    for arg in args:
+        family = arg.family
+        if family in _INFERRED_SPELLING:
+            return (
+                f"argument {arg.name!r} is {family}, which triton_op infers as "
+                f"{_INFERRED_SPELLING[family]} (write {_INFERRED_SPELLING[family]} in the schema "
+                "if a symbolic size is what you mean)"
+            )
+        if family not in _TRITON_ARGUMENTS:
+            return f"argument {arg.name!r} has type {family}, which triton_op cannot infer"
+        annotation = arg.type.annotation
+        if annotation is not None and not (arg.mutated and family == "Tensor"):
+            return f"argument {arg.name!r} carries an alias annotation triton_op cannot infer"
+        if arg.default is not None and isinstance(arg.default.value, tuple):
+            return f"argument {arg.name!r} has a list default, which triton_op refuses"
+        if arg.default is not None and arg.default.value is not None and "ScalarType" in family:
+            return f"argument {arg.name!r} has a dtype default, which triton_op cannot infer"
+    for ret in rets:
+        if ret.name:
+            return f"return {ret.name!r} is named, and triton_op infers unnamed returns"
+        if ret.family not in _TRITON_RETURNS:
+            return f"a return has type {ret.family}, which triton_op cannot infer"
     return None

@@ -1,7 +1,7 @@
 """The `[sharding]` table of a spec: the op's DTensor sharding rule, checked against its schema.
 
-What each rule generates is in templates/package/sharding.py.j2; the README's
-rule table says when each fits. A rule that does not fit the schema is an
+What each rule generates is in templates/package/sharding.py.j2; the rule table
+of docs/sharding.md says when each fits. A rule that does not fit the schema is an
 error here, at generate time, rather than a wrong placement at run time.
 """
 

@@ -3,7 +3,7 @@
 `[jvp]` (forward-mode formulas), `vmap` (the batching rule), `autocast` (the
 dtype inputs are cast to) and `tags` (torch.Tag values on the definition).
 Note [Batching rules] in opgen/api/transforms.py says what each vmap rule
-generates; docs in the README's spec table.
+generates; docs in the spec table of docs/spec.md.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def build_vmap(
         sink.error(
             doc.line("vmap"),
             f"vmap is {shown(rule)}",
-            f"use one of {', '.join(map(repr, VMAP_RULES))} (see the README's spec table)",
+            f"use one of {', '.join(map(repr, VMAP_RULES))} (see `vmap` in docs/spec.md)",
         )
         return default, ()
     if rule != "none" and not functional:

@@ -15,14 +15,16 @@ from .model import (
     CPP_TARGETS,
     DEVICES,
     REGISTRATIONS,
+    TRITON_CPU_CHOICES,
     Arg,
+    Backend,
     BuildSettings,
     OpSpec,
     ProjectConfig,
     Ret,
 )
 from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
-from .registration import custom_op_refusal, derived_tags
+from .registration import custom_op_refusal, derived_tags, triton_op_refusal
 from .samples import build_test
 from .schema import parse_schema
 from .sharding import build_sharding
@@ -33,9 +35,15 @@ __all__ = ["build_op_spec", "SPEC_KEYS"]
 SPEC_KEYS = (
     "name schema doc devices backend mutates grad fake test per_device double_backward "
     "cpp_target registration pybind bench jvp vmap vmap_leading autocast tags sharding build "
-    "strided_writes".split()
+    "strided_writes triton".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
+# how messages name each backend's ops
+_BACKEND_NAMES: dict[str, str] = {
+    Backend.PYTHON: "Python",
+    Backend.CPP: "C++",
+    Backend.TRITON: "Triton",
+}
 
 
 def _choice(
@@ -215,6 +223,26 @@ def _registration(
     return "library"
 
 
+def _factory_devices(sink: DiagnosticSink, doc: LoadedToml, values: dict[str, Any]) -> None:
+    """An op with no tensor argument has one kernel for every device: torch has no tensor to
+    pick a device's kernel by, so it is registered for CompositeExplicitAutograd."""
+    where = "a C++ op's kernel file" if values["backend"] == "cpp" else None
+    if values["per_device"]:
+        sink.error(
+            doc.line("per_device"),
+            "per_device needs a tensor argument to dispatch on: this op takes none",
+            "remove per_device: one kernel serves every device (place the outputs by a Device"
+            " argument)",
+        )
+    elif where and values["devices"] != ("cpu",):
+        sink.error(
+            doc.line("devices"),
+            "this op takes no tensor, so one kernel serves every device (registered for"
+            " CompositeExplicitAutograd): its C++ kernel is the one in csrc/cpu/",
+            'set devices = ["cpu"] and create the outputs on the device its Device argument names',
+        )
+
+
 def _op_build(
     sink: DiagnosticSink, doc: LoadedToml, table: Any, config: ProjectConfig, backend: str
 ) -> BuildSettings:
@@ -222,7 +250,7 @@ def _op_build(
     if backend != "cpp":
         sink.error(
             doc.line("build"),
-            "[build] adds to the compile of C++ ops, and this op is a Python op",
+            f"[build] adds to the compile of C++ ops, and this op is a {_BACKEND_NAMES[backend]} op",
             'remove [build], or set backend = "cpp"',
         )
         return BuildSettings()
@@ -248,8 +276,9 @@ def _strided_writes(
     if values["backend"] != "cpp":
         sink.error(
             line,
-            "strided_writes drops a check of the C++ kernel stubs, and this op is a Python op",
-            "remove strided_writes (a Python kernel gets no such check)",
+            "strided_writes drops a check of the C++ kernel stubs, "
+            f"and this op is a {_BACKEND_NAMES[values['backend']]} op",
+            f"remove strided_writes (a {_BACKEND_NAMES[values['backend']]} kernel gets no such check)",
         )
         return ()
     if value is True:
@@ -269,6 +298,62 @@ def _strided_writes(
                 f"written tensors: {', '.join(written) or 'none'}",
             )
     return tuple(dict.fromkeys(value))
+
+
+def _triton(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    data: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    name: tuple[str, str, str] | None,
+) -> str:
+    """A Triton op's checks: a schema triton_op registers exactly (Note [Schemas of Triton
+    ops]), no `registration`, and `[triton] cpu`; returns the `cpu` choice."""
+    why = triton_op_refusal(args, rets, name[2] if name is not None else "")
+    if why is not None:
+        sink.error(
+            doc.line("schema"),
+            f"torch.library.triton_op cannot register this schema: {why}",
+            'change the schema, or set backend = "python" and launch the Triton kernel from '
+            "the Python kernel (a custom_op registers any schema)",
+        )
+    for key, why in (
+        ("registration", "a Triton op is registered by torch.library.triton_op"),
+        ("per_device", "a Triton op has one launcher, which the kernel's device runs"),
+    ):
+        if key in data:
+            sink.error(doc.line(key), f"{why}; {key} does not apply", f"remove {key}")
+    table = data.get("triton", {})
+    if not isinstance(table, dict):
+        sink.error(
+            doc.line("triton"),
+            f"triton must be a table, not {shown(table)}",
+            'write [triton] on its own line and cpu = "error" or cpu = "reference" below it',
+        )
+        return "error"
+    check_keys(sink, doc, table, ("cpu",), ("triton",))
+    cpu = table.get("cpu", "error")
+    if cpu not in TRITON_CPU_CHOICES:
+        sink.error(
+            doc.line("triton", "cpu"),
+            f"[triton] cpu is {shown(cpu)}",
+            'use "error" (CPU tensors raise unless Triton\'s interpreter runs) or "reference" '
+            "(CPU tensors run the spec's [test] reference)",
+        )
+        return "error"
+    test = data.get("test", {})
+    if cpu == "reference" and not (
+        isinstance(test, dict) and isinstance(test.get("reference"), str)
+    ):
+        sink.error(
+            doc.line("triton", "cpu"),
+            '[triton] cpu = "reference" runs the [test] reference expression on CPU, '
+            "and this spec has none",
+            'add [test] reference = "<PyTorch expression>", or set cpu = "error"',
+        )
+        return "error"
+    return cpu
 
 
 def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[str]) -> OpSpec:
@@ -319,8 +404,18 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
-    if values["backend"] == "python":
+    if values["backend"] == Backend.PYTHON:
         values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
+    if not any(a.differentiable for a in args):
+        _factory_devices(sink, doc, values)
+    if values["backend"] == Backend.TRITON:
+        values["triton_cpu"] = _triton(sink, doc, data, args, rets, parsed_name)
+    elif "triton" in data:
+        sink.error(
+            doc.line("triton"),
+            f"[triton] configures Triton ops, and this op is a {_BACKEND_NAMES[values['backend']]} op",
+            'remove [triton], or set backend = "triton"',
+        )
     if "build" in data:
         values["build"] = _op_build(sink, doc, data["build"], config, values["backend"])
     if "strided_writes" in data:

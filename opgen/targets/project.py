@@ -19,7 +19,7 @@ from ..api.private_torch import private_context
 from ..fs import STATE_DIR
 from ..project import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
-from ..spec.model import OpSpec, ProjectConfig
+from ..spec.model import Backend, OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header, names_source
 from .helpers import helpers_artifact
 from .python import (
@@ -31,6 +31,7 @@ from .python import (
     vmap_rule_artifact,
 )
 from .sharding import sharding_artifacts, sharding_generated_paths, sharding_rule_artifact
+from .triton import triton_kernel_artifact
 
 __all__ = [
     "collect_artifacts",
@@ -51,6 +52,8 @@ def _package_files(package: str) -> list[tuple[str, str]]:
     ]
 
 
+# the backends whose kernels are Python files in <package>/kernels/
+_KERNEL_PACKAGE = (Backend.PYTHON, Backend.TRITON)
 # Run-time helpers copied from opgen/runtime/ into the package (opgen/runtime/__init__.py says
 # why), and when an op needs each: its module name there and its path in the package.
 _RUNTIME = {"batching": "_batching.py", "autograd": "_autograd.py"}
@@ -98,7 +101,7 @@ def package_artifacts(
     """The package's `__init__.py`, its run-time helpers (`_batching.py`, `_autograd.py`)
     and the tests' `conftest.py`."""
     items = _package_files(config.package)
-    if not any(op.backend == "python" or op.vmap == "custom" for op in ops):
+    if not any(op.backend in _KERNEL_PACKAGE or op.vmap == "custom" for op in ops):
         items.pop()
 
     def context(template: str) -> Context:
@@ -161,7 +164,7 @@ def collect_artifacts(
     # cover the specs of every op it names (Note [Generate cache] in inputs.py).
     callable_ops = functools.cache(lambda: siblings(ops))
     cpp_contexts: dict[str, Callable[[], dict[str, Any]]] = {}
-    if any(op.backend == "cpp" for op in ops):
+    if any(op.backend == Backend.CPP for op in ops):
         # imported here: a project of Python ops never needs the C++ targets (a lighter run)
         from ..api.cpp_context import cpp_op_context, cpp_project_context
         from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
@@ -169,13 +172,13 @@ def collect_artifacts(
         cpp_contexts = {
             op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
             for op in ops
-            if op.backend == "cpp"
+            if op.backend == Backend.CPP
         }
 
     def op_base(op: OpSpec) -> Callable[[], Context]:
         def build() -> Context:
             context: dict[str, Any] = op_context(op, config, callable_ops())
-            if op.backend == "cpp":
+            if op.backend == Backend.CPP:
                 context["cpp"] = cpp_contexts[op.module]()
             return {"project": shared(), "op": context}
 
@@ -189,7 +192,7 @@ def collect_artifacts(
         artifacts.append(helpers)
     artifacts += sharding_artifacts(config, ops, package_base, private)
     if cpp_contexts:
-        cpp_ops = [op for op in ops if op.backend == "cpp"]
+        cpp_ops = [op for op in ops if op.backend == Backend.CPP]
         library = functools.cache(
             lambda: {
                 **package_base(),
@@ -205,10 +208,15 @@ def collect_artifacts(
         base = op_base(op)
         fresh = spec_path(op, config) in fresh_specs
         artifacts.append(op_module_artifact(config, op, base))
-        if op.backend == "python":
+        backend = Backend(op.backend)
+        if backend is Backend.PYTHON:
             artifacts.append(python_kernel_artifact(config, op, base, fresh))
-        else:
+        elif backend is Backend.TRITON:
+            artifacts.append(triton_kernel_artifact(config, op, base, fresh))
+        elif backend is Backend.CPP:
             artifacts += cpp_op_artifacts(config, op, base, fresh)
+        else:  # pragma: no cover - Backend lists every backend
+            raise AssertionError(f"no kernel files for backend {backend!r}")
         if op.vmap == "custom":
             artifacts.append(vmap_rule_artifact(config, op, base))
         artifacts.append(test_artifact(config, op, base))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ..api.context import spec_path
 from ..api.names import kernel_raise
-from ..spec.model import OpSpec, ProjectConfig
+from ..spec.model import Backend, OpSpec, ProjectConfig
 from . import Artifact, Context, Owner, header
 
 __all__ = [
@@ -43,6 +44,14 @@ def vmap_rule_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Con
     )
 
 
+# the template of the generated module, per backend
+_MODULE_TEMPLATES = {
+    Backend.PYTHON: "python/op.py.j2",
+    Backend.CPP: "python/cpp_op.py.j2",
+    Backend.TRITON: "python/triton_op.py.j2",
+}
+
+
 def module_path(package: str, module: str) -> str:
     """The generated module of an op."""
     return f"{package}/_generated/{module}.py"
@@ -56,7 +65,7 @@ def test_path(module: str) -> str:
 def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
     """`<package>/_generated/<op>.py`: definition, fake, autograd and the typed wrapper."""
     source = spec_path(op, config)
-    template = "python/op.py.j2" if op.backend == "python" else "python/cpp_op.py.j2"
+    template = _MODULE_TEMPLATES[Backend(op.backend)]
     path = module_path(config.package, op.module)
     return Artifact(
         path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)}
@@ -73,16 +82,18 @@ def python_kernel_artifact(
     source = spec_path(op, config)
     path = kernel_path(config.package, op.module)
 
-    def context() -> Context:
+    def context(starter_lines: list[str] | None = None) -> Context:
         exception, where = kernel_raise(op, path)
+        values = base()
         return {
-            **base(),
+            **values,
             "header": header(source),
             "kernel_file": path,
             "kernel_exception": exception,
             "kernel_source": where,
-            "starter": None,
+            "starter": starter_lines,
             "imported": None,
+            **kernel_imports(values["op"]["kernel_defs"], starter_lines or []),
         }
 
     body = None
@@ -92,8 +103,18 @@ def python_kernel_artifact(
 
         body = starter(op)
     lines = body.python if body else None
-    initial = (lambda: {**context(), "starter": list(lines)}) if lines else None
+    initial = (lambda: context(list(lines))) if lines else None
     return Artifact(path, "python/kernel.py.j2", Owner.USER, source, context, initial)
+
+
+def kernel_imports(defs: list[list[str]], body: list[str]) -> Context:
+    """Which of the stub's usual imports its signatures and starter body use: none unused (ruff F401)."""
+    text = "\n".join([line for lines in defs for line in lines] + body)
+    return {
+        "import_sequence": re.search(r"\bSequence\b", text) is not None,
+        "import_torch": re.search(r"\btorch\.", text) is not None,
+        "import_tensor": re.search(r"\bTensor\b", text) is not None,
+    }
 
 
 def test_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:

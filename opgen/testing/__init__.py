@@ -40,6 +40,7 @@ from ._pt2 import check_autocast, check_cuda_graph, check_cuda_graph_compiled, c
 from ._samples import TensorSpec, flatten, materialize
 from ._shapes import check_dynamic_shapes, check_export
 from ._sharding import check_sharded
+from ._triton import check_inductor_traces_kernel, triton_kernel_names
 from ._vmap import check_vmap, check_vmap_grad, has_batching_rule
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "check_dynamic_shapes",
     "check_export",
     "check_gradients",
+    "check_inductor_traces_kernel",
     "check_opcheck",
     "check_optional_coverage",
     "check_raw_handle_refuses",
@@ -77,4 +79,5 @@ __all__ = [
     "materialize",
     "schema_digest",
     "tolerances",
+    "triton_kernel_names",
 ]

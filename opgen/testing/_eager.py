@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -28,14 +29,34 @@ __all__ = [
 ]
 
 
-def device_params(devices: Iterable[str]) -> list[Any]:
-    """pytest parameters of the devices; CUDA is skipped where it is not available."""
+def device_params(devices: Iterable[str], *, triton: bool = False) -> list[Any]:
+    """pytest parameters of the devices; CUDA is skipped where it is not available.
+
+    `triton`: the op runs a Triton kernel, which runs on CPU only under Triton's
+    interpreter (TRITON_INTERPRET=1, which the generated conftest sets where CUDA is
+    absent) and is then not tested on CUDA: the interpreter is on for the whole process.
+    """
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     params = []
     for device in devices:
         marks = []
         if device == "cuda":
             marks.append(
                 pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+            )
+            if triton:
+                marks.append(
+                    pytest.mark.skipif(
+                        interpreted, reason="Triton's interpreter is on: the kernel runs on CPU"
+                    )
+                )
+        elif device == "cpu" and triton:
+            marks.append(
+                pytest.mark.skipif(
+                    not interpreted,
+                    reason="the Triton kernel runs on CPU only under Triton's interpreter "
+                    "(TRITON_INTERPRET=1, set by tests/conftest.py where CUDA is absent)",
+                )
             )
         params.append(pytest.param(device, marks=marks, id=device))
     return params
@@ -54,18 +75,33 @@ def check_reference(
     dtype: Any,
     *,
     mutated: tuple[str, ...] = (),
+    written: tuple[str, ...] = (),
     atol: Bound = None,
     rtol: Bound = None,
 ) -> None:
     """`op` (the registered op or the typed wrapper) matches the spec's reference expression.
 
-    An op that returns values is compared on them; one that returns nothing, on
-    the arguments it writes.
+    An op that returns values is compared on them, and on the arguments in `written`
+    (those it writes without returning them) against the reference's copies of them,
+    which the reference writes in place as the op does; an op that returns nothing
+    is compared on the arguments it writes, which the reference returns.
     """
+    limits = tolerances(dtype, atol, rtol)
     for index, kwargs in enumerate(materialize(samples, device, dtype)):
-        expected = reference(**clone(kwargs))
+        copies = clone(kwargs)
+        expected = reference(**copies)
         got = outputs(op(**kwargs), kwargs, mutated)
-        assert_same(got, expected, message(op, index), **tolerances(dtype, atol, rtol))
+        assert_same(got, expected, message(op, index), **limits)
+        for name in written:
+            assert_same(kwargs[name], copies[name], _written_message(op, index, name), **limits)
+
+
+def _written_message(op: Any, index: int, name: str) -> Callable[[str], str]:
+    where = message(op, index)
+    return lambda text: where(
+        f"{name}, which the op writes: {text}\n(the reference must write {name} as the op "
+        f"does, in place on its copy: e.g. `({name}.copy_(...), result)[-1]`)"
+    )
 
 
 _OPCHECK_TESTS = (

@@ -207,13 +207,17 @@ bool rows_vectorizable(const T* p, int64_t cols) {
   return cols % 4 == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(Vec4<T>) == 0;
 }
 
+// M tiles on grid x, N tiles on grid y, each at most its limit: the kernel's loops visit the tiles
+// beyond the grid.
+dim3 gemm_grid(int64_t M, int64_t N, int64_t bm, int64_t bn) {
+  return dim3(unsigned(std::clamp<int64_t>((M + bm - 1) / bm, 1, kMaxGridX)),
+              unsigned(std::clamp<int64_t>((N + bn - 1) / bn, 1, kMaxGridY)));
+}
+
 template <typename T, typename Cfg>
 void launch_tiled(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K,
                   cudaStream_t stream) {
-  const int64_t tiles_m = (M + Cfg::BM - 1) / Cfg::BM, tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
-  const dim3 grid(unsigned(std::clamp<int64_t>(tiles_m, 1, kMaxGridX)),
-                  unsigned(std::clamp<int64_t>(tiles_n, 1, kMaxGridY)));
-  gemm_kernel<T, Cfg><<<grid, Cfg::kThreads, 0, stream>>>(
+  gemm_kernel<T, Cfg><<<gemm_grid(M, N, Cfg::BM, Cfg::BN), Cfg::kThreads, 0, stream>>>(
       a, b, c, M, N, K, rows_vectorizable(a, K), rows_vectorizable(b, N), rows_vectorizable(c, N));
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }

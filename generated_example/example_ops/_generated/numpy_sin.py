@@ -27,10 +27,14 @@ def _numpy_sin(x):
         torch._check(
             x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
         )
-    if not (x.dtype in (torch.float16, torch.float32, torch.float64)):
+    if not (x.is_floating_point()):
         torch._check(
-            x.dtype in (torch.float16, torch.float32, torch.float64),
-            lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
+            x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+        )
+    if not (x.dtype != torch.bfloat16):
+        torch._check(
+            x.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16",
         )
     try:
         return _kernels.numpy_sin_cpu(x)
@@ -45,10 +49,14 @@ def _(x):
         torch._check(
             x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
         )
-    if not (x.dtype in (torch.float16, torch.float32, torch.float64)):
+    if not (x.is_floating_point()):
         torch._check(
-            x.dtype in (torch.float16, torch.float32, torch.float64),
-            lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
+            x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+        )
+    if not (x.dtype != torch.bfloat16):
+        torch._check(
+            x.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16",
         )
     try:
         return _kernels.numpy_sin_cuda(x)
@@ -64,8 +72,10 @@ _op = torch.ops.example.numpy_sin.default
 def _(x):
     torch._check(x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor")
     torch._check(
-        x.dtype in (torch.float16, torch.float32, torch.float64),
-        lambda: "example::numpy_sin: expected x.dtype in (torch.float16, torch.float32, torch.float64)",
+        x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+    )
+    torch._check(
+        x.dtype != torch.bfloat16, lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16"
     )
     return x.new_empty(x.shape)
 
@@ -113,6 +123,6 @@ def _(info, in_dims, x):
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
-    if needs_function(x) and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and needs_function(x):
         return _NumpySinFunction.apply(x)
     return _op(x)

@@ -50,10 +50,15 @@ def _numpy_sin_out(input, output):
             input.dtype == output.dtype,
             lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
         )
-    if not (input.dtype in (torch.float16, torch.float32, torch.float64)):
+    if not (output.is_floating_point()):
         torch._check(
-            input.dtype in (torch.float16, torch.float32, torch.float64),
-            lambda: "example::numpy_sin_out: expected input.dtype in (torch.float16, torch.float32, torch.float64)",
+            output.is_floating_point(),
+            lambda: "example::numpy_sin_out: expected output.is_floating_point()",
+        )
+    if not (output.dtype != torch.bfloat16):
+        torch._check(
+            output.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin_out: expected output.dtype != torch.bfloat16",
         )
     if not (all(s or n <= 1 for s, n in zip(output.stride(), output.shape))):
         torch._check(
@@ -100,8 +105,12 @@ def _(input, output):
         lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
     )
     torch._check(
-        input.dtype in (torch.float16, torch.float32, torch.float64),
-        lambda: "example::numpy_sin_out: expected input.dtype in (torch.float16, torch.float32, torch.float64)",
+        output.is_floating_point(),
+        lambda: "example::numpy_sin_out: expected output.is_floating_point()",
+    )
+    torch._check(
+        output.dtype != torch.bfloat16,
+        lambda: "example::numpy_sin_out: expected output.dtype != torch.bfloat16",
     )
     return None
 

@@ -7,9 +7,6 @@ signatures into it and keeps your bodies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
 from torch import Tensor
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .crop import _from_planes, _scaled, _to_planes
-import torch
 from torch import Tensor
 
 
