@@ -112,6 +112,39 @@ else:
 
 @torch.library.triton_op("example::triton_rms_norm", mutates_args=("result",))
 def _triton_rms_norm(result: Tensor, input: Tensor, weight: Tensor, epsilon: float) -> None:
+    if not (result is not None):
+        torch._check(
+            result is not None,
+            lambda: "example::triton_rms_norm: argument 'result' is None; pass a tensor",
+        )
+    if not (input is not None):
+        torch._check(
+            input is not None,
+            lambda: "example::triton_rms_norm: argument 'input' is None; pass a tensor",
+        )
+    if not (weight is not None):
+        torch._check(
+            weight is not None,
+            lambda: "example::triton_rms_norm: argument 'weight' is None; pass a tensor",
+        )
+    if not (input.device == result.device):
+        torch._check(
+            input.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'input' is on {input.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    if not (weight.device == result.device):
+        torch._check(
+            weight.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'weight' is on {weight.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     _check_inputs(result, input, weight, epsilon)
     if result.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(

@@ -53,6 +53,10 @@ else:
 
 @torch.library.triton_op("example::triton_softmax", mutates_args=())
 def _triton_softmax(x: Tensor) -> Tensor:
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::triton_softmax: argument 'x' is None; pass a tensor"
+        )
     _check_inputs(x)
     if x.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(

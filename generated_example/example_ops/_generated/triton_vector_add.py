@@ -77,6 +77,23 @@ else:
 
 @torch.library.triton_op("example::triton_vector_add", mutates_args=())
 def _triton_vector_add(a: Tensor, b: Tensor) -> Tensor:
+    if not (a is not None):
+        torch._check(
+            a is not None, lambda: "example::triton_vector_add: argument 'a' is None; pass a tensor"
+        )
+    if not (b is not None):
+        torch._check(
+            b is not None, lambda: "example::triton_vector_add: argument 'b' is None; pass a tensor"
+        )
+    if not (b.device == a.device):
+        torch._check(
+            b.device == a.device,
+            lambda: (
+                f"example::triton_vector_add: argument 'b' is on {b.device}"
+                f" but 'a' is on {a.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     _check_inputs(a, b)
     if a.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(
