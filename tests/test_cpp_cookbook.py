@@ -52,6 +52,7 @@ def test_every_recipe_is_shown_for_both_targets() -> None:
         "Strides and contiguity",
         "Parallel loops",
         "Choosing SIMD code at run time",
+        "What the registration checks, and what is yours",
         "Errors that name the file and line",
         "The current CUDA stream",
     ]

@@ -14,21 +14,352 @@
 #include "roi_align.h"
 #include "rotary_embedding.h"
 #include "vector_add.h"
+#include <torch/headeronly/util/Exception.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+// Note [Argument checks]
+// Each kernel is registered through a function that checks what the kernel
+// relies on and the schema cannot say: every tensor present (a raw torch.ops
+// call passes None as an undefined tensor), every tensor on this file's
+// device, no written tensor expanded or partially overlapping another
+// argument. A failed check, and an error from inside the kernel, names the op
+// and the argument, where the kernel would crash, write a wrong result or
+// raise an error from deep in torch. Calls with a meta tensor go to the fake
+// kernel, which checks the devices too.
+namespace {
+namespace opgen_checks {
+
+void present(bool defined, const char* op, const char* arg) {
+  STD_TORCH_CHECK(defined, op, ": argument '", arg, "' is None (an undefined tensor); pass a tensor");
+}
+
+void on_device(bool here, const char* op, const char* arg) {
+  STD_TORCH_CHECK(here, op, ": argument '", arg, "' is not a CUDA tensor, but this call runs the CUDA kernel; "
+              "pass every tensor argument on one device");
+}
+
+void same_device(bool same, const char* op, const char* arg, const char* first) {
+  STD_TORCH_CHECK(same, op, ": argument '", arg, "' is on another CUDA device than '", first,
+              "'; pass every tensor argument on one device");
+}
+
+// A stride-0 dimension of size > 1 (an expanded tensor) makes one element
+// many: writing it is a race, and its value depends on the order of writes.
+template <typename T>
+void not_expanded(const T& t, const char* op, const char* arg) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    STD_TORCH_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, ": argument '", arg,
+                "' is written but has an expanded (stride-0) dimension ", d,
+                "; pass a tensor that owns its elements (e.g. .clone())");
+}
+
+// A written tensor and another argument that share some memory, but are not
+// the same view, make the kernel read what it has already overwritten. Only
+// dense (contiguous) tensors are compared, as ATen does: interleaved strided
+// views may share a range without sharing an element.
+template <typename T>
+void no_partial_overlap(const T& w, const T& r, const char* op, const char* written,
+                        const char* read) {
+  if (w.numel() == 0 || r.numel() == 0 || !w.is_contiguous() || !r.is_contiguous()) return;
+  const char* w0 = static_cast<const char*>(w.data_ptr());
+  const char* r0 = static_cast<const char*>(r.data_ptr());
+  const char* w1 = w0 + w.numel() * static_cast<int64_t>(w.element_size());
+  const char* r1 = r0 + r.numel() * static_cast<int64_t>(r.element_size());
+  const bool same_view = w0 == r0 && w1 == r1;
+  STD_TORCH_CHECK(same_view || w1 <= r0 || r1 <= w0, op, ": argument '", written,
+              "' is written and partially overlaps '", read,
+              "' in memory; pass tensors that do not overlap (or the same tensor)");
+}
+
+// Two written tensors: not even the same view, since the kernel writes both.
+template <typename T>
+void no_overlap(const T& w, const T& r, const char* op, const char* written, const char* other) {
+  const bool same_view = w.numel() > 0 && w.data_ptr() == r.data_ptr() && w.sizes().equals(r.sizes()) &&
+                         w.strides().equals(r.strides());
+  STD_TORCH_CHECK(!same_view, op, ": arguments '", written, "' and '", other,
+              "' are the same tensor, and the kernel writes both; pass two tensors");
+  no_partial_overlap(w, r, op, written, other);
+}
+
+// An error from inside the kernel (a torch call it makes, say) names the op.
+[[noreturn]] void rethrow_naming(const char* op) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    if (std::strstr(e.what(), op)) throw;
+    throw std::runtime_error(std::string(op) + ": " + e.what());
+  }
+}
+
+}  // namespace opgen_checks
+
+torch::stable::Tensor _roi_align_backward_cuda_checked(const torch::stable::Tensor& grad, const torch::stable::Tensor& rois, double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t batch_size, int64_t channels, int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
+  constexpr const char* op = "example::_roi_align_backward";
+  opgen_checks::present(grad.defined(), op, "grad");
+  opgen_checks::on_device(grad.is_cuda(), op, "grad");
+  opgen_checks::present(rois.defined(), op, "rois");
+  opgen_checks::on_device(rois.is_cuda(), op, "rois");
+  opgen_checks::same_device(rois.get_device_index() == grad.get_device_index(), op, "rois", "grad");
+  try {
+    return example::_roi_align_backward_cuda(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels, height, width, sampling_ratio, aligned);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+void add_out_cuda_checked(const torch::stable::Tensor& a, const torch::stable::Tensor& b, const torch::stable::Tensor& out) {
+  constexpr const char* op = "example::add_out";
+  opgen_checks::present(a.defined(), op, "a");
+  opgen_checks::on_device(a.is_cuda(), op, "a");
+  opgen_checks::present(b.defined(), op, "b");
+  opgen_checks::on_device(b.is_cuda(), op, "b");
+  opgen_checks::present(out.defined(), op, "out");
+  opgen_checks::on_device(out.is_cuda(), op, "out");
+  opgen_checks::same_device(b.get_device_index() == a.get_device_index(), op, "b", "a");
+  opgen_checks::same_device(out.get_device_index() == a.get_device_index(), op, "out", "a");
+  opgen_checks::not_expanded(out, op, "out");
+  opgen_checks::no_partial_overlap(out, a, op, "out", "a");
+  opgen_checks::no_partial_overlap(out, b, op, "out", "b");
+  try {
+    return example::add_out_cuda(a, b, out);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+void fused_add_rms_norm_cuda_checked(const torch::stable::Tensor& input, const torch::stable::Tensor& residual, const torch::stable::Tensor& weight, double epsilon) {
+  constexpr const char* op = "example::fused_add_rms_norm";
+  opgen_checks::present(input.defined(), op, "input");
+  opgen_checks::on_device(input.is_cuda(), op, "input");
+  opgen_checks::present(residual.defined(), op, "residual");
+  opgen_checks::on_device(residual.is_cuda(), op, "residual");
+  opgen_checks::present(weight.defined(), op, "weight");
+  opgen_checks::on_device(weight.is_cuda(), op, "weight");
+  opgen_checks::same_device(residual.get_device_index() == input.get_device_index(), op, "residual", "input");
+  opgen_checks::same_device(weight.get_device_index() == input.get_device_index(), op, "weight", "input");
+  opgen_checks::not_expanded(input, op, "input");
+  opgen_checks::not_expanded(residual, op, "residual");
+  opgen_checks::no_overlap(input, residual, op, "input", "residual");
+  opgen_checks::no_partial_overlap(input, weight, op, "input", "weight");
+  opgen_checks::no_partial_overlap(residual, weight, op, "residual", "weight");
+  try {
+    return example::fused_add_rms_norm_cuda(input, residual, weight, epsilon);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor gelu_cuda_checked(const torch::stable::Tensor& x) {
+  constexpr const char* op = "example::gelu";
+  opgen_checks::present(x.defined(), op, "x");
+  opgen_checks::on_device(x.is_cuda(), op, "x");
+  try {
+    return example::gelu_cuda(x);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor gelu_backward_cuda_checked(const torch::stable::Tensor& grad_out, const torch::stable::Tensor& x) {
+  constexpr const char* op = "example::gelu_backward";
+  opgen_checks::present(grad_out.defined(), op, "grad_out");
+  opgen_checks::on_device(grad_out.is_cuda(), op, "grad_out");
+  opgen_checks::present(x.defined(), op, "x");
+  opgen_checks::on_device(x.is_cuda(), op, "x");
+  opgen_checks::same_device(x.get_device_index() == grad_out.get_device_index(), op, "x", "grad_out");
+  try {
+    return example::gelu_backward_cuda(grad_out, x);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor layer_norm_cuda_checked(const torch::stable::Tensor& x, const torch::stable::Tensor& weight, const torch::stable::Tensor& bias, double eps) {
+  constexpr const char* op = "example::layer_norm";
+  opgen_checks::present(x.defined(), op, "x");
+  opgen_checks::on_device(x.is_cuda(), op, "x");
+  opgen_checks::present(weight.defined(), op, "weight");
+  opgen_checks::on_device(weight.is_cuda(), op, "weight");
+  opgen_checks::present(bias.defined(), op, "bias");
+  opgen_checks::on_device(bias.is_cuda(), op, "bias");
+  opgen_checks::same_device(weight.get_device_index() == x.get_device_index(), op, "weight", "x");
+  opgen_checks::same_device(bias.get_device_index() == x.get_device_index(), op, "bias", "x");
+  try {
+    return example::layer_norm_cuda(x, weight, bias, eps);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+std::tuple<torch::stable::Tensor, torch::stable::Tensor, torch::stable::Tensor> layer_norm_backward_cuda_checked(const torch::stable::Tensor& grad_out, const torch::stable::Tensor& x, const torch::stable::Tensor& weight, double eps) {
+  constexpr const char* op = "example::layer_norm_backward";
+  opgen_checks::present(grad_out.defined(), op, "grad_out");
+  opgen_checks::on_device(grad_out.is_cuda(), op, "grad_out");
+  opgen_checks::present(x.defined(), op, "x");
+  opgen_checks::on_device(x.is_cuda(), op, "x");
+  opgen_checks::present(weight.defined(), op, "weight");
+  opgen_checks::on_device(weight.is_cuda(), op, "weight");
+  opgen_checks::same_device(x.get_device_index() == grad_out.get_device_index(), op, "x", "grad_out");
+  opgen_checks::same_device(weight.get_device_index() == grad_out.get_device_index(), op, "weight", "grad_out");
+  try {
+    return example::layer_norm_backward_cuda(grad_out, x, weight, eps);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor matmul_cuda_checked(const torch::stable::Tensor& a, const torch::stable::Tensor& b) {
+  constexpr const char* op = "example::matmul";
+  opgen_checks::present(a.defined(), op, "a");
+  opgen_checks::on_device(a.is_cuda(), op, "a");
+  opgen_checks::present(b.defined(), op, "b");
+  opgen_checks::on_device(b.is_cuda(), op, "b");
+  opgen_checks::same_device(b.get_device_index() == a.get_device_index(), op, "b", "a");
+  try {
+    return example::matmul_cuda(a, b);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor muladd_cuda_checked(const torch::stable::Tensor& a, const torch::stable::Tensor& b, double c) {
+  constexpr const char* op = "example::muladd";
+  opgen_checks::present(a.defined(), op, "a");
+  opgen_checks::on_device(a.is_cuda(), op, "a");
+  opgen_checks::present(b.defined(), op, "b");
+  opgen_checks::on_device(b.is_cuda(), op, "b");
+  opgen_checks::same_device(b.get_device_index() == a.get_device_index(), op, "b", "a");
+  try {
+    return example::muladd_cuda(a, b, c);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor mymul_cuda_checked(const torch::stable::Tensor& a, const torch::stable::Tensor& b) {
+  constexpr const char* op = "example::mymul";
+  opgen_checks::present(a.defined(), op, "a");
+  opgen_checks::on_device(a.is_cuda(), op, "a");
+  opgen_checks::present(b.defined(), op, "b");
+  opgen_checks::on_device(b.is_cuda(), op, "b");
+  opgen_checks::same_device(b.get_device_index() == a.get_device_index(), op, "b", "a");
+  try {
+    return example::mymul_cuda(a, b);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor nms_cuda_checked(const torch::stable::Tensor& dets, const torch::stable::Tensor& scores, double iou_threshold) {
+  constexpr const char* op = "example::nms";
+  opgen_checks::present(dets.defined(), op, "dets");
+  opgen_checks::on_device(dets.is_cuda(), op, "dets");
+  opgen_checks::present(scores.defined(), op, "scores");
+  opgen_checks::on_device(scores.is_cuda(), op, "scores");
+  opgen_checks::same_device(scores.get_device_index() == dets.get_device_index(), op, "scores", "dets");
+  try {
+    return example::nms_cuda(dets, scores, iou_threshold);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+void rms_norm_cuda_checked(const torch::stable::Tensor& result, const torch::stable::Tensor& input, const torch::stable::Tensor& weight, double epsilon) {
+  constexpr const char* op = "example::rms_norm";
+  opgen_checks::present(result.defined(), op, "result");
+  opgen_checks::on_device(result.is_cuda(), op, "result");
+  opgen_checks::present(input.defined(), op, "input");
+  opgen_checks::on_device(input.is_cuda(), op, "input");
+  opgen_checks::present(weight.defined(), op, "weight");
+  opgen_checks::on_device(weight.is_cuda(), op, "weight");
+  opgen_checks::same_device(input.get_device_index() == result.get_device_index(), op, "input", "result");
+  opgen_checks::same_device(weight.get_device_index() == result.get_device_index(), op, "weight", "result");
+  opgen_checks::not_expanded(result, op, "result");
+  opgen_checks::no_partial_overlap(result, input, op, "result", "input");
+  opgen_checks::no_partial_overlap(result, weight, op, "result", "weight");
+  try {
+    return example::rms_norm_cuda(result, input, weight, epsilon);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor roi_align_cuda_checked(const torch::stable::Tensor& input, const torch::stable::Tensor& rois, double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
+  constexpr const char* op = "example::roi_align";
+  opgen_checks::present(input.defined(), op, "input");
+  opgen_checks::on_device(input.is_cuda(), op, "input");
+  opgen_checks::present(rois.defined(), op, "rois");
+  opgen_checks::on_device(rois.is_cuda(), op, "rois");
+  opgen_checks::same_device(rois.get_device_index() == input.get_device_index(), op, "rois", "input");
+  try {
+    return example::roi_align_cuda(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+void rotary_embedding_cuda_checked(const torch::stable::Tensor& positions, const torch::stable::Tensor& query, const std::optional<torch::stable::Tensor>& key, int64_t head_size, const torch::stable::Tensor& cos_sin_cache, bool is_neox) {
+  constexpr const char* op = "example::rotary_embedding";
+  opgen_checks::present(positions.defined(), op, "positions");
+  opgen_checks::on_device(positions.is_cuda(), op, "positions");
+  opgen_checks::present(query.defined(), op, "query");
+  opgen_checks::on_device(query.is_cuda(), op, "query");
+  if (key.has_value()) {
+    opgen_checks::present(key->defined(), op, "key");
+    opgen_checks::on_device(key->is_cuda(), op, "key");
+  }
+  opgen_checks::present(cos_sin_cache.defined(), op, "cos_sin_cache");
+  opgen_checks::on_device(cos_sin_cache.is_cuda(), op, "cos_sin_cache");
+  opgen_checks::same_device(query.get_device_index() == positions.get_device_index(), op, "query", "positions");
+  opgen_checks::same_device(!key.has_value() || key->get_device_index() == positions.get_device_index(), op, "key", "positions");
+  opgen_checks::same_device(cos_sin_cache.get_device_index() == positions.get_device_index(), op, "cos_sin_cache", "positions");
+  opgen_checks::not_expanded(query, op, "query");
+  if (key.has_value()) opgen_checks::not_expanded(*key, op, "key");
+  opgen_checks::no_partial_overlap(query, positions, op, "query", "positions");
+  if (key.has_value()) opgen_checks::no_overlap(query, *key, op, "query", "key");
+  opgen_checks::no_partial_overlap(query, cos_sin_cache, op, "query", "cos_sin_cache");
+  if (key.has_value()) opgen_checks::no_partial_overlap(*key, positions, op, "key", "positions");
+  if (key.has_value()) opgen_checks::no_partial_overlap(*key, cos_sin_cache, op, "key", "cos_sin_cache");
+  try {
+    return example::rotary_embedding_cuda(positions, query, key, head_size, cos_sin_cache, is_neox);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+torch::stable::Tensor vector_add_cuda_checked(const torch::stable::Tensor& a, const torch::stable::Tensor& b) {
+  constexpr const char* op = "example::vector_add";
+  opgen_checks::present(a.defined(), op, "a");
+  opgen_checks::on_device(a.is_cuda(), op, "a");
+  opgen_checks::present(b.defined(), op, "b");
+  opgen_checks::on_device(b.is_cuda(), op, "b");
+  opgen_checks::same_device(b.get_device_index() == a.get_device_index(), op, "b", "a");
+  try {
+    return example::vector_add_cuda(a, b);
+  } catch (...) {
+    opgen_checks::rethrow_naming(op);
+  }
+}
+
+}  // namespace
 
 STABLE_TORCH_LIBRARY_IMPL(example, CUDA, m) {
-  m.impl("_roi_align_backward", TORCH_BOX(&example::_roi_align_backward_cuda));
-  m.impl("add_out", TORCH_BOX(&example::add_out_cuda));
-  m.impl("fused_add_rms_norm", TORCH_BOX(&example::fused_add_rms_norm_cuda));
-  m.impl("gelu", TORCH_BOX(&example::gelu_cuda));
-  m.impl("gelu_backward", TORCH_BOX(&example::gelu_backward_cuda));
-  m.impl("layer_norm", TORCH_BOX(&example::layer_norm_cuda));
-  m.impl("layer_norm_backward", TORCH_BOX(&example::layer_norm_backward_cuda));
-  m.impl("matmul", TORCH_BOX(&example::matmul_cuda));
-  m.impl("muladd", TORCH_BOX(&example::muladd_cuda));
-  m.impl("mymul", TORCH_BOX(&example::mymul_cuda));
-  m.impl("nms", TORCH_BOX(&example::nms_cuda));
-  m.impl("rms_norm", TORCH_BOX(&example::rms_norm_cuda));
-  m.impl("roi_align", TORCH_BOX(&example::roi_align_cuda));
-  m.impl("rotary_embedding", TORCH_BOX(&example::rotary_embedding_cuda));
-  m.impl("vector_add", TORCH_BOX(&example::vector_add_cuda));
+  m.impl("_roi_align_backward", TORCH_BOX(&_roi_align_backward_cuda_checked));
+  m.impl("add_out", TORCH_BOX(&add_out_cuda_checked));
+  m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm_cuda_checked));
+  m.impl("gelu", TORCH_BOX(&gelu_cuda_checked));
+  m.impl("gelu_backward", TORCH_BOX(&gelu_backward_cuda_checked));
+  m.impl("layer_norm", TORCH_BOX(&layer_norm_cuda_checked));
+  m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cuda_checked));
+  m.impl("matmul", TORCH_BOX(&matmul_cuda_checked));
+  m.impl("muladd", TORCH_BOX(&muladd_cuda_checked));
+  m.impl("mymul", TORCH_BOX(&mymul_cuda_checked));
+  m.impl("nms", TORCH_BOX(&nms_cuda_checked));
+  m.impl("rms_norm", TORCH_BOX(&rms_norm_cuda_checked));
+  m.impl("roi_align", TORCH_BOX(&roi_align_cuda_checked));
+  m.impl("rotary_embedding", TORCH_BOX(&rotary_embedding_cuda_checked));
+  m.impl("vector_add", TORCH_BOX(&vector_add_cuda_checked));
 }

@@ -395,7 +395,7 @@ def roi_align_backward_reference(
     torch.func.vjp computes it, so that it is itself differentiable in `grad` (roi_align is
     linear in its input) under autograd and torch.func alike."""
     x = torch.zeros((batch_size, channels, height, width), dtype=grad.dtype, device=grad.device)
-    if grad.numel() == 0:
+    if grad.numel() == 0 or x.numel() == 0:  # nothing to sample from: torchvision's zeros too
         return x
 
     def forward(x: Tensor) -> Tensor:

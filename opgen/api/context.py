@@ -14,6 +14,7 @@ from ..spec.model import Backend, OpSpec, ProjectConfig
 from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
+from .arg_checks import python_arg_checks, python_kernel_checks
 from .autograd_kind import cpp_mutation_fallbacks, wrapper_bumps_versions
 from .devices import DISPATCH_KEYS
 from .imports import (
@@ -129,7 +130,9 @@ def _check(op: OpSpec, check: str, torch: str, indent: str = "    ") -> dict[str
     and the statement laid out as black does at `indent`."""
     code, message = expression(check), literal(f"{op.qualname}: expected {check}")
     lines = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", indent)
-    return {"expression": code, "message": message, "lines": lines}
+    # Note [Argument checks]: a Python op's registered kernel makes the call inside an `if`
+    bridge = wrapped(f"{torch}._check(", [code, f"lambda: {message}"], ")", indent + "    ")
+    return {"expression": code, "message": message, "lines": lines, "bridge_lines": bridge}
 
 
 def spec_path(op: OpSpec, config: ProjectConfig) -> str:
@@ -207,6 +210,10 @@ def op_context(
         "kernel_functions": _kernel_functions(op),
         "kernel_defs": [py.def_lines(op, f, kernel=True) for f in _kernel_functions(op)],
         "fake_checks": [_check(op, c, names["torch"]) for c in op.fake.checks],
+        # Note [Argument checks]: run by the fake kernel and by a Python op's registered kernel
+        "arg_checks": python_arg_checks(op, names["torch"]),
+        "kernel_checks": python_kernel_checks(op, names["torch"]),
+        "kernel_note": literal(f"raised in {op.qualname}'s kernel (kernels/{op.module}.py)"),
         "fake_return": ", ".join(fake) if fake else "",
         "missing_fake": (
             None

@@ -14,6 +14,7 @@ from typing import Any
 from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
+from .arg_checks import cpp_boundary_checks, op_variable
 from .autograd_kind import cpp_mutation_fallbacks
 from .build_settings import setup_settings
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
@@ -311,7 +312,17 @@ def cpp_project_context(
         ],
         "impls": {
             d: [
-                {"name": c["impl_name"], "function": f"{op.namespace}::{cpp.kernel_name(op, d)}"}
+                {
+                    "name": c["impl_name"],
+                    "function": f"{op.namespace}::{cpp.kernel_name(op, d)}",
+                    # Note [Argument checks]: the kernel registered is this checking wrapper
+                    "checked": f"{cpp.kernel_name(op, d)}_checked",
+                    "return_type": c["return_type"],
+                    "parameters": c["parameters"],
+                    "arguments": ", ".join(cpp.cpp_parameter_names(op)[a.name] for a in op.args),
+                    "checks": cpp_boundary_checks(op, d),
+                    "op_variable": op_variable(op),
+                }
                 for op, c in ops
                 if d in op.devices and not _factory(op)
             ]

@@ -212,13 +212,20 @@ torch::stable::Tensor _roi_align_backward_cpu(const torch::stable::Tensor& grad,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
   STD_TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0, kOp,
                   ": expected non-negative sizes, got ", batch_size, " x ", channels, " x ", height, " x ", width);
+  roialign::check_sampling(sampling_ratio, pooled_height, pooled_width, kOp);
+  int64_t plane = 0, numel = 0;
+  STD_TORCH_CHECK(!__builtin_mul_overflow(height, width, &plane) &&
+                      !__builtin_mul_overflow(plane, channels, &numel) &&
+                      !__builtin_mul_overflow(numel, batch_size, &numel),
+                  kOp, ": the input size ", batch_size, " x ", channels, " x ", height, " x ", width,
+                  " overflows int64; pass the sizes of the forward's input");
   const int64_t num_rois = rois.size(0);
   STD_TORCH_CHECK(grad.dim() == 4 && grad.size(0) == num_rois && grad.size(1) == channels &&
                       grad.size(2) == pooled_height && grad.size(3) == pooled_width,
                   kOp, ": expected 'grad' of shape [", num_rois, ", ", channels, ", ", pooled_height,
                   ", ", pooled_width, "]");
   if (grad.numel() > 0) roialign::check_roi_dtype(grad, kOp, "grad");  // as torchvision
-  if (grad.numel() == 0 || batch_size * channels * height * width == 0)
+  if (grad.numel() == 0 || numel == 0)
     return torch::stable::new_zeros(grad, {batch_size, channels, height, width});
   roialign::check_plane_size(height, width, 8, kOp);
   const Tensor g = kutil::contig(grad);

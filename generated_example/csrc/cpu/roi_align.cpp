@@ -225,8 +225,7 @@ torch::stable::Tensor roi_align_cpu(const torch::stable::Tensor& input, const to
   STD_TORCH_CHECK(input.dim() == 4, kOp, ": expected 'input' of shape [N, C, H, W], got ", input.dim(), " dims");
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
-  STD_TORCH_CHECK(pooled_height >= 0 && pooled_width >= 0, kOp, ": expected pooled sizes >= 0, got ",
-                  pooled_height, " x ", pooled_width);
+  roialign::check_sampling(sampling_ratio, pooled_height, pooled_width, kOp);
   const int64_t num_rois = rois.size(0), batch = input.size(0), channels = input.size(1);
   const int64_t height = input.size(2), width = input.size(3);
   Tensor out = torch::stable::new_empty(input, {num_rois, channels, pooled_height, pooled_width});

@@ -52,6 +52,23 @@ struct Tap {
   bool empty;
 };
 
+// The most samples per bin along one axis (sampling_ratio or the adaptive
+// grid), and the most taps (samples times bins) of one roi.
+constexpr int64_t kMaxGrid = int64_t(1) << 20;
+constexpr int64_t kMaxRoiTaps = int64_t(1) << 28;
+
+// sampling_ratio and the pooled sizes, before any product of them is taken:
+// sampling_ratio >= 2^31 used to overflow the grid size (a crash), 2^40 gave zeros.
+inline void check_sampling(int64_t sampling_ratio, int64_t pooled_height, int64_t pooled_width, const char* op) {
+  STD_TORCH_CHECK(sampling_ratio <= kMaxGrid, op, ": sampling_ratio ", sampling_ratio,
+                  " asks for more than 2^20 samples per bin along one axis; pass a smaller one (<= 0: adaptive)");
+  STD_TORCH_CHECK(pooled_height >= 0 && pooled_width >= 0, op, ": expected pooled sizes >= 0, got ", pooled_height,
+                  " x ", pooled_width);
+  int64_t bins = 0;
+  STD_TORCH_CHECK(!__builtin_mul_overflow(pooled_height, pooled_width, &bins), op, ": pooled sizes ", pooled_height,
+                  " x ", pooled_width, " overflow int64; pass smaller ones");
+}
+
 template <typename T>
 struct RoiGeometry {
   int64_t batch = 0;
@@ -69,7 +86,7 @@ inline int64_t adaptive_grid(T value, const char* op) {
   const C v = static_cast<C>(value);
   if (!(v == v)) return 0;
   const C c = std::ceil(v);
-  STD_TORCH_CHECK(c < C(1 << 20), op, ": a roi needs ", static_cast<double>(c),
+  STD_TORCH_CHECK(c < C(kMaxGrid), op, ": a roi needs ", static_cast<double>(c),
                   " adaptive samples per bin along one axis; pass sampling_ratio > 0 or fix the roi");
   return c < C(-(1 << 20)) ? -(1 << 20) : static_cast<int64_t>(c);
 }
@@ -98,6 +115,12 @@ inline RoiGeometry<T> roi_geometry(const T* roi, T spatial_scale, int64_t pooled
   g.bin_w = roi_w / static_cast<T>(pooled_width);
   g.grid_h = sampling_ratio > 0 ? sampling_ratio : adaptive_grid(roi_h / static_cast<T>(pooled_height), op);
   g.grid_w = sampling_ratio > 0 ? sampling_ratio : adaptive_grid(roi_w / static_cast<T>(pooled_width), op);
+  // A roi's taps are held in memory at once (RoiChunk): bound them, and keep
+  // the int64 products of grid and bins from overflowing.
+  int64_t taps = 0;
+  STD_TORCH_CHECK(!__builtin_mul_overflow(g.samples(), pooled_height * pooled_width, &taps) && taps <= kMaxRoiTaps,
+                  op, ": roi ", index, " needs ", g.grid_h, " x ", g.grid_w, " samples in each of ", pooled_height,
+                  " x ", pooled_width, " bins, more than 2^28 in all; pass a smaller sampling_ratio or pooled size");
   return g;
 }
 

@@ -56,6 +56,7 @@ torch::stable::Tensor _roi_align_backward_cuda(const torch::stable::Tensor& grad
   cuutil::check_cuda(rois, kOp, "rois");
   cuutil::check_same_device(grad, rois, kOp, "grad", "rois");
   cuutil::check_same_dtype(grad, rois, kOp, "grad", "rois");
+  roialign::check_sampling_ratio(sampling_ratio, kOp);
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");
   STD_TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0, kOp,

@@ -60,6 +60,7 @@ torch::stable::Tensor roi_align_cuda(const torch::stable::Tensor& input, const t
   cuutil::check_cuda(rois, kOp, "rois");
   cuutil::check_same_device(input, rois, kOp, "input", "rois");
   cuutil::check_same_dtype(input, rois, kOp, "input", "rois");
+  roialign::check_sampling_ratio(sampling_ratio, kOp);
   STD_TORCH_CHECK(input.dim() == 4, kOp, ": expected 'input' of shape [N, C, H, W], got ", input.dim(), " dims");
   STD_TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, kOp,
                   ": expected 'rois' of shape [K, 5] (batch index, x1, y1, x2, y2)");

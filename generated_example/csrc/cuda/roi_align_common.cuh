@@ -17,6 +17,14 @@
 namespace example {
 namespace roialign {
 
+// The host checks sampling_ratio before any launch, as the CPU kernels do:
+// a grid above 2^20 per axis would loop for ages per bin (and overflow the
+// int64 grid size from 2^31 on).
+inline void check_sampling_ratio(int64_t sampling_ratio, const char* op) {
+  STD_TORCH_CHECK(sampling_ratio <= (int64_t(1) << 20), op, ": sampling_ratio ", sampling_ratio,
+                  " asks for more than 2^20 samples per bin along one axis; pass a smaller one (<= 0: adaptive)");
+}
+
 // A float16 value held in a float; every operation on it rounds its result to
 // float16, as c10::Half arithmetic does. Implicit conversions from and to
 // float give the code below torchvision's mixed expressions (Half vs int,

@@ -35,6 +35,22 @@ def _(
     sampling_ratio,
     aligned,
 ):
+    torch._check(
+        grad is not None,
+        lambda: "example::_roi_align_backward: argument 'grad' is None; pass a tensor",
+    )
+    torch._check(
+        rois is not None,
+        lambda: "example::_roi_align_backward: argument 'rois' is None; pass a tensor",
+    )
+    torch._check(
+        rois.device == grad.device,
+        lambda: (
+            f"example::_roi_align_backward: argument 'rois' is on {rois.device}"
+            f" but 'grad' is on {grad.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(grad.dim() == 4, lambda: "example::_roi_align_backward: expected grad.dim() == 4")
     torch._check(rois.dim() == 2, lambda: "example::_roi_align_backward: expected rois.dim() == 2")
     torch._check(

@@ -23,7 +23,24 @@ __all__ = ["add"]
     schema="(Tensor x, Tensor b) -> Tensor",
 )
 def _add(x, b):
-    return _kernels.add(x, b)
+    if not (x is not None):
+        torch._check(x is not None, lambda: "example::add: argument 'x' is None; pass a tensor")
+    if not (b is not None):
+        torch._check(b is not None, lambda: "example::add: argument 'b' is None; pass a tensor")
+    if not (b.device == x.device):
+        torch._check(
+            b.device == x.device,
+            lambda: (
+                f"example::add: argument 'b' is on {b.device}"
+                f" but 'x' is on {x.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    try:
+        return _kernels.add(x, b)
+    except Exception as error:
+        error.add_note("raised in example::add's kernel (kernels/add.py)")
+        raise
 
 
 _op = torch.ops.example.add.default
@@ -31,6 +48,16 @@ _op = torch.ops.example.add.default
 
 @torch.library.register_fake("example::add")
 def _(x, b):
+    torch._check(x is not None, lambda: "example::add: argument 'x' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::add: argument 'b' is None; pass a tensor")
+    torch._check(
+        b.device == x.device,
+        lambda: (
+            f"example::add: argument 'b' is on {b.device}"
+            f" but 'x' is on {x.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     return x.new_empty(torch.broadcast_shapes(x.shape, b.shape))
 
 

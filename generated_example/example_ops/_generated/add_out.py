@@ -20,6 +20,25 @@ _op = torch.ops.example.add_out.default
 
 @torch.library.register_fake("example::add_out")
 def _(a, b, out):
+    torch._check(a is not None, lambda: "example::add_out: argument 'a' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::add_out: argument 'b' is None; pass a tensor")
+    torch._check(out is not None, lambda: "example::add_out: argument 'out' is None; pass a tensor")
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::add_out: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        out.device == a.device,
+        lambda: (
+            f"example::add_out: argument 'out' is on {out.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(a.shape == b.shape, lambda: "example::add_out: expected a.shape == b.shape")
     torch._check(out.shape == a.shape, lambda: "example::add_out: expected out.shape == a.shape")
     return None

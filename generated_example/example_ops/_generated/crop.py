@@ -27,7 +27,29 @@ __all__ = ["crop"]
     tags=(torch.Tag.needs_fixed_stride_order,),
 )
 def _crop(pic, box):
-    return _kernels.crop(pic, box)
+    if not (pic is not None):
+        torch._check(
+            pic is not None, lambda: "example::crop: argument 'pic' is None; pass a tensor"
+        )
+    if not (pic.dim() == 3):
+        torch._check(pic.dim() == 3, lambda: "example::crop: expected pic.dim() == 3")
+    if not (len(box) == 4):
+        torch._check(len(box) == 4, lambda: "example::crop: expected len(box) == 4")
+    if not (0 <= box[0] <= box[2] <= pic.shape[2]):
+        torch._check(
+            0 <= box[0] <= box[2] <= pic.shape[2],
+            lambda: "example::crop: expected 0 <= box[0] <= box[2] <= pic.shape[2]",
+        )
+    if not (0 <= box[1] <= box[3] <= pic.shape[1]):
+        torch._check(
+            0 <= box[1] <= box[3] <= pic.shape[1],
+            lambda: "example::crop: expected 0 <= box[1] <= box[3] <= pic.shape[1]",
+        )
+    try:
+        return _kernels.crop(pic, box)
+    except Exception as error:
+        error.add_note("raised in example::crop's kernel (kernels/crop.py)")
+        raise
 
 
 _op = torch.ops.example.crop.default
@@ -35,6 +57,7 @@ _op = torch.ops.example.crop.default
 
 @torch.library.register_fake("example::crop")
 def _(pic, box):
+    torch._check(pic is not None, lambda: "example::crop: argument 'pic' is None; pass a tensor")
     torch._check(pic.dim() == 3, lambda: "example::crop: expected pic.dim() == 3")
     torch._check(len(box) == 4, lambda: "example::crop: expected len(box) == 4")
     torch._check(

@@ -20,6 +20,34 @@ _op = torch.ops.example.fused_add_rms_norm.default
 
 @torch.library.register_fake("example::fused_add_rms_norm")
 def _(input, residual, weight, epsilon):
+    torch._check(
+        input is not None,
+        lambda: "example::fused_add_rms_norm: argument 'input' is None; pass a tensor",
+    )
+    torch._check(
+        residual is not None,
+        lambda: "example::fused_add_rms_norm: argument 'residual' is None; pass a tensor",
+    )
+    torch._check(
+        weight is not None,
+        lambda: "example::fused_add_rms_norm: argument 'weight' is None; pass a tensor",
+    )
+    torch._check(
+        residual.device == input.device,
+        lambda: (
+            f"example::fused_add_rms_norm: argument 'residual' is on {residual.device}"
+            f" but 'input' is on {input.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        weight.device == input.device,
+        lambda: (
+            f"example::fused_add_rms_norm: argument 'weight' is on {weight.device}"
+            f" but 'input' is on {input.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(input.dim() >= 1, lambda: "example::fused_add_rms_norm: expected input.dim() >= 1")
     torch._check(
         residual.shape == input.shape,

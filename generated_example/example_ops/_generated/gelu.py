@@ -23,6 +23,7 @@ _op = torch.ops.example.gelu.default
 
 @torch.library.register_fake("example::gelu")
 def _(x):
+    torch._check(x is not None, lambda: "example::gelu: argument 'x' is None; pass a tensor")
     return x.new_empty(x.shape)
 
 

@@ -25,6 +25,21 @@ _op = torch.ops.example.gelu_backward.default
 @torch.library.register_fake("example::gelu_backward")
 def _(grad_out, x):
     torch._check(
+        grad_out is not None,
+        lambda: "example::gelu_backward: argument 'grad_out' is None; pass a tensor",
+    )
+    torch._check(
+        x is not None, lambda: "example::gelu_backward: argument 'x' is None; pass a tensor"
+    )
+    torch._check(
+        x.device == grad_out.device,
+        lambda: (
+            f"example::gelu_backward: argument 'x' is on {x.device}"
+            f" but 'grad_out' is on {grad_out.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
         grad_out.shape == x.shape,
         lambda: "example::gelu_backward: expected grad_out.shape == x.shape",
     )

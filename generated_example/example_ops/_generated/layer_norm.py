@@ -24,6 +24,29 @@ _op = torch.ops.example.layer_norm.default
 
 @torch.library.register_fake("example::layer_norm")
 def _(x, weight, bias, eps=1e-05):
+    torch._check(x is not None, lambda: "example::layer_norm: argument 'x' is None; pass a tensor")
+    torch._check(
+        weight is not None, lambda: "example::layer_norm: argument 'weight' is None; pass a tensor"
+    )
+    torch._check(
+        bias is not None, lambda: "example::layer_norm: argument 'bias' is None; pass a tensor"
+    )
+    torch._check(
+        weight.device == x.device,
+        lambda: (
+            f"example::layer_norm: argument 'weight' is on {weight.device}"
+            f" but 'x' is on {x.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        bias.device == x.device,
+        lambda: (
+            f"example::layer_norm: argument 'bias' is on {bias.device}"
+            f" but 'x' is on {x.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(x.dim() >= 1, lambda: "example::layer_norm: expected x.dim() >= 1")
     torch._check(
         weight.shape == x.shape[-1:],

@@ -23,6 +23,33 @@ _op = torch.ops.example.layer_norm_backward.default
 @torch.library.register_fake("example::layer_norm_backward")
 def _(grad_out, x, weight, eps):
     torch._check(
+        grad_out is not None,
+        lambda: "example::layer_norm_backward: argument 'grad_out' is None; pass a tensor",
+    )
+    torch._check(
+        x is not None, lambda: "example::layer_norm_backward: argument 'x' is None; pass a tensor"
+    )
+    torch._check(
+        weight is not None,
+        lambda: "example::layer_norm_backward: argument 'weight' is None; pass a tensor",
+    )
+    torch._check(
+        x.device == grad_out.device,
+        lambda: (
+            f"example::layer_norm_backward: argument 'x' is on {x.device}"
+            f" but 'grad_out' is on {grad_out.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        weight.device == grad_out.device,
+        lambda: (
+            f"example::layer_norm_backward: argument 'weight' is on {weight.device}"
+            f" but 'grad_out' is on {grad_out.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
         grad_out.shape == x.shape,
         lambda: "example::layer_norm_backward: expected grad_out.shape == x.shape",
     )

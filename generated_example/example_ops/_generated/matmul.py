@@ -22,6 +22,16 @@ _op = torch.ops.example.matmul.default
 
 @torch.library.register_fake("example::matmul")
 def _(a, b):
+    torch._check(a is not None, lambda: "example::matmul: argument 'a' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::matmul: argument 'b' is None; pass a tensor")
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::matmul: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(a.dim() == 2, lambda: "example::matmul: expected a.dim() == 2")
     torch._check(b.dim() == 2, lambda: "example::matmul: expected b.dim() == 2")
     torch._check(

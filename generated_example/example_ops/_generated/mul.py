@@ -23,7 +23,24 @@ __all__ = ["mul"]
     schema="(Tensor w, Tensor x) -> Tensor",
 )
 def _mul(w, x):
-    return _kernels.mul(w, x)
+    if not (w is not None):
+        torch._check(w is not None, lambda: "example::mul: argument 'w' is None; pass a tensor")
+    if not (x is not None):
+        torch._check(x is not None, lambda: "example::mul: argument 'x' is None; pass a tensor")
+    if not (x.device == w.device):
+        torch._check(
+            x.device == w.device,
+            lambda: (
+                f"example::mul: argument 'x' is on {x.device}"
+                f" but 'w' is on {w.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    try:
+        return _kernels.mul(w, x)
+    except Exception as error:
+        error.add_note("raised in example::mul's kernel (kernels/mul.py)")
+        raise
 
 
 _op = torch.ops.example.mul.default
@@ -31,6 +48,16 @@ _op = torch.ops.example.mul.default
 
 @torch.library.register_fake("example::mul")
 def _(w, x):
+    torch._check(w is not None, lambda: "example::mul: argument 'w' is None; pass a tensor")
+    torch._check(x is not None, lambda: "example::mul: argument 'x' is None; pass a tensor")
+    torch._check(
+        x.device == w.device,
+        lambda: (
+            f"example::mul: argument 'x' is on {x.device}"
+            f" but 'w' is on {w.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     return w.new_empty(torch.broadcast_shapes(w.shape, x.shape))
 
 

@@ -22,6 +22,16 @@ _op = torch.ops.example.muladd.default
 
 @torch.library.register_fake("example::muladd")
 def _(a, b, c):
+    torch._check(a is not None, lambda: "example::muladd: argument 'a' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::muladd: argument 'b' is None; pass a tensor")
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::muladd: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(a.shape == b.shape, lambda: "example::muladd: expected a.shape == b.shape")
     torch._check(a.dtype == b.dtype, lambda: "example::muladd: expected a.dtype == b.dtype")
     return a.new_empty(a.shape)

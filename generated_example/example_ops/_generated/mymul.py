@@ -22,6 +22,16 @@ _op = torch.ops.example.mymul.default
 
 @torch.library.register_fake("example::mymul")
 def _(a, b):
+    torch._check(a is not None, lambda: "example::mymul: argument 'a' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::mymul: argument 'b' is None; pass a tensor")
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::mymul: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(a.shape == b.shape, lambda: "example::mymul: expected a.shape == b.shape")
     torch._check(a.dtype == b.dtype, lambda: "example::mymul: expected a.dtype == b.dtype")
     return a.new_empty(a.shape)

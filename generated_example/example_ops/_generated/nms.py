@@ -21,6 +21,18 @@ _op = torch.ops.example.nms.default
 
 @torch.library.register_fake("example::nms")
 def _(dets, scores, iou_threshold):
+    torch._check(dets is not None, lambda: "example::nms: argument 'dets' is None; pass a tensor")
+    torch._check(
+        scores is not None, lambda: "example::nms: argument 'scores' is None; pass a tensor"
+    )
+    torch._check(
+        scores.device == dets.device,
+        lambda: (
+            f"example::nms: argument 'scores' is on {scores.device}"
+            f" but 'dets' is on {dets.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(dets.dim() == 2, lambda: "example::nms: expected dets.dim() == 2")
     torch._check(dets.shape[1] == 4, lambda: "example::nms: expected dets.shape[1] == 4")
     torch._check(scores.dim() == 1, lambda: "example::nms: expected scores.dim() == 1")

@@ -23,12 +23,46 @@ __all__ = ["numpy_sin"]
     schema="(Tensor x) -> Tensor",
 )
 def _numpy_sin(x):
-    return _kernels.numpy_sin_cpu(x)
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
+        )
+    if not (x.is_floating_point()):
+        torch._check(
+            x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+        )
+    if not (x.dtype != torch.bfloat16):
+        torch._check(
+            x.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16",
+        )
+    try:
+        return _kernels.numpy_sin_cpu(x)
+    except Exception as error:
+        error.add_note("raised in example::numpy_sin's kernel (kernels/numpy_sin.py)")
+        raise
 
 
 @_numpy_sin.register_kernel("cuda")
 def _(x):
-    return _kernels.numpy_sin_cuda(x)
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor"
+        )
+    if not (x.is_floating_point()):
+        torch._check(
+            x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+        )
+    if not (x.dtype != torch.bfloat16):
+        torch._check(
+            x.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16",
+        )
+    try:
+        return _kernels.numpy_sin_cuda(x)
+    except Exception as error:
+        error.add_note("raised in example::numpy_sin's kernel (kernels/numpy_sin.py)")
+        raise
 
 
 _op = torch.ops.example.numpy_sin.default
@@ -36,6 +70,13 @@ _op = torch.ops.example.numpy_sin.default
 
 @torch.library.register_fake("example::numpy_sin")
 def _(x):
+    torch._check(x is not None, lambda: "example::numpy_sin: argument 'x' is None; pass a tensor")
+    torch._check(
+        x.is_floating_point(), lambda: "example::numpy_sin: expected x.is_floating_point()"
+    )
+    torch._check(
+        x.dtype != torch.bfloat16, lambda: "example::numpy_sin: expected x.dtype != torch.bfloat16"
+    )
     return x.new_empty(x.shape)
 
 

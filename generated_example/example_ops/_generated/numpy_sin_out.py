@@ -21,7 +21,59 @@ __all__ = ["numpy_sin_out"]
     schema="(Tensor input, Tensor(a!) output) -> ()",
 )
 def _numpy_sin_out(input, output):
-    return _kernels.numpy_sin_out(input, output)
+    if not (input is not None):
+        torch._check(
+            input is not None,
+            lambda: "example::numpy_sin_out: argument 'input' is None; pass a tensor",
+        )
+    if not (output is not None):
+        torch._check(
+            output is not None,
+            lambda: "example::numpy_sin_out: argument 'output' is None; pass a tensor",
+        )
+    if not (output.device == input.device):
+        torch._check(
+            output.device == input.device,
+            lambda: (
+                f"example::numpy_sin_out: argument 'output' is on {output.device}"
+                f" but 'input' is on {input.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    if not (input.shape == output.shape):
+        torch._check(
+            input.shape == output.shape,
+            lambda: "example::numpy_sin_out: expected input.shape == output.shape",
+        )
+    if not (input.dtype == output.dtype):
+        torch._check(
+            input.dtype == output.dtype,
+            lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
+        )
+    if not (output.is_floating_point()):
+        torch._check(
+            output.is_floating_point(),
+            lambda: "example::numpy_sin_out: expected output.is_floating_point()",
+        )
+    if not (output.dtype != torch.bfloat16):
+        torch._check(
+            output.dtype != torch.bfloat16,
+            lambda: "example::numpy_sin_out: expected output.dtype != torch.bfloat16",
+        )
+    if not (all(s or n <= 1 for s, n in zip(output.stride(), output.shape))):
+        torch._check(
+            all(s or n <= 1 for s, n in zip(output.stride(), output.shape)),
+            lambda: (
+                "example::numpy_sin_out: argument 'output' is written"
+                " but has an expanded (stride-0) dimension;"
+                " pass a tensor that owns its elements (e.g. .clone())"
+            ),
+        )
+    try:
+        return _kernels.numpy_sin_out(input, output)
+    except Exception as error:
+        error.add_note("raised in example::numpy_sin_out's kernel (kernels/numpy_sin_out.py)")
+        raise
 
 
 _op = torch.ops.example.numpy_sin_out.default
@@ -30,8 +82,35 @@ _op = torch.ops.example.numpy_sin_out.default
 @torch.library.register_fake("example::numpy_sin_out")
 def _(input, output):
     torch._check(
+        input is not None, lambda: "example::numpy_sin_out: argument 'input' is None; pass a tensor"
+    )
+    torch._check(
+        output is not None,
+        lambda: "example::numpy_sin_out: argument 'output' is None; pass a tensor",
+    )
+    torch._check(
+        output.device == input.device,
+        lambda: (
+            f"example::numpy_sin_out: argument 'output' is on {output.device}"
+            f" but 'input' is on {input.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
         input.shape == output.shape,
         lambda: "example::numpy_sin_out: expected input.shape == output.shape",
+    )
+    torch._check(
+        input.dtype == output.dtype,
+        lambda: "example::numpy_sin_out: expected input.dtype == output.dtype",
+    )
+    torch._check(
+        output.is_floating_point(),
+        lambda: "example::numpy_sin_out: expected output.is_floating_point()",
+    )
+    torch._check(
+        output.dtype != torch.bfloat16,
+        lambda: "example::numpy_sin_out: expected output.dtype != torch.bfloat16",
     )
     return None
 

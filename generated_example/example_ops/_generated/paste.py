@@ -26,7 +26,54 @@ __all__ = ["paste"]
     schema="(Tensor im1, Tensor im2, int[] coord) -> Tensor",
 )
 def _paste(im1, im2, coord):
-    return _kernels.paste(im1, im2, coord)
+    if not (im1 is not None):
+        torch._check(
+            im1 is not None, lambda: "example::paste: argument 'im1' is None; pass a tensor"
+        )
+    if not (im2 is not None):
+        torch._check(
+            im2 is not None, lambda: "example::paste: argument 'im2' is None; pass a tensor"
+        )
+    if not (im2.device == im1.device):
+        torch._check(
+            im2.device == im1.device,
+            lambda: (
+                f"example::paste: argument 'im2' is on {im2.device}"
+                f" but 'im1' is on {im1.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    if not (im1.dim() == 3 and im2.dim() == 3):
+        torch._check(
+            im1.dim() == 3 and im2.dim() == 3,
+            lambda: "example::paste: expected im1.dim() == 3 and im2.dim() == 3",
+        )
+    if not (im1.shape[0] == im2.shape[0]):
+        torch._check(
+            im1.shape[0] == im2.shape[0],
+            lambda: "example::paste: expected im1.shape[0] == im2.shape[0]",
+        )
+    if not (im1.dtype == im2.dtype):
+        torch._check(
+            im1.dtype == im2.dtype, lambda: "example::paste: expected im1.dtype == im2.dtype"
+        )
+    if not (len(coord) == 2):
+        torch._check(len(coord) == 2, lambda: "example::paste: expected len(coord) == 2")
+    if not (0 <= coord[0] and coord[0] + im2.shape[2] <= im1.shape[2]):
+        torch._check(
+            0 <= coord[0] and coord[0] + im2.shape[2] <= im1.shape[2],
+            lambda: "example::paste: expected 0 <= coord[0] and coord[0] + im2.shape[2] <= im1.shape[2]",
+        )
+    if not (0 <= coord[1] and coord[1] + im2.shape[1] <= im1.shape[1]):
+        torch._check(
+            0 <= coord[1] and coord[1] + im2.shape[1] <= im1.shape[1],
+            lambda: "example::paste: expected 0 <= coord[1] and coord[1] + im2.shape[1] <= im1.shape[1]",
+        )
+    try:
+        return _kernels.paste(im1, im2, coord)
+    except Exception as error:
+        error.add_note("raised in example::paste's kernel (kernels/paste.py)")
+        raise
 
 
 _op = torch.ops.example.paste.default
@@ -34,6 +81,16 @@ _op = torch.ops.example.paste.default
 
 @torch.library.register_fake("example::paste")
 def _(im1, im2, coord):
+    torch._check(im1 is not None, lambda: "example::paste: argument 'im1' is None; pass a tensor")
+    torch._check(im2 is not None, lambda: "example::paste: argument 'im2' is None; pass a tensor")
+    torch._check(
+        im2.device == im1.device,
+        lambda: (
+            f"example::paste: argument 'im2' is on {im2.device}"
+            f" but 'im1' is on {im1.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(
         im1.dim() == 3 and im2.dim() == 3,
         lambda: "example::paste: expected im1.dim() == 3 and im2.dim() == 3",

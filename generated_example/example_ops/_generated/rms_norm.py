@@ -20,6 +20,31 @@ _op = torch.ops.example.rms_norm.default
 
 @torch.library.register_fake("example::rms_norm")
 def _(result, input, weight, epsilon):
+    torch._check(
+        result is not None, lambda: "example::rms_norm: argument 'result' is None; pass a tensor"
+    )
+    torch._check(
+        input is not None, lambda: "example::rms_norm: argument 'input' is None; pass a tensor"
+    )
+    torch._check(
+        weight is not None, lambda: "example::rms_norm: argument 'weight' is None; pass a tensor"
+    )
+    torch._check(
+        input.device == result.device,
+        lambda: (
+            f"example::rms_norm: argument 'input' is on {input.device}"
+            f" but 'result' is on {result.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        weight.device == result.device,
+        lambda: (
+            f"example::rms_norm: argument 'weight' is on {weight.device}"
+            f" but 'result' is on {result.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(input.dim() >= 1, lambda: "example::rms_norm: expected input.dim() >= 1")
     torch._check(
         weight.shape == input.shape[-1:],

@@ -23,6 +23,20 @@ _op = torch.ops.example.roi_align.default
 
 @torch.library.register_fake("example::roi_align")
 def _(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    torch._check(
+        input is not None, lambda: "example::roi_align: argument 'input' is None; pass a tensor"
+    )
+    torch._check(
+        rois is not None, lambda: "example::roi_align: argument 'rois' is None; pass a tensor"
+    )
+    torch._check(
+        rois.device == input.device,
+        lambda: (
+            f"example::roi_align: argument 'rois' is on {rois.device}"
+            f" but 'input' is on {input.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(input.dim() == 4, lambda: "example::roi_align: expected input.dim() == 4")
     torch._check(rois.dim() == 2, lambda: "example::roi_align: expected rois.dim() == 2")
     torch._check(rois.shape[1] == 5, lambda: "example::roi_align: expected rois.shape[1] == 5")

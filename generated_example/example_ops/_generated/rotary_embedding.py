@@ -21,6 +21,42 @@ _op = torch.ops.example.rotary_embedding.default
 @torch.library.register_fake("example::rotary_embedding")
 def _(positions, query, key, head_size, cos_sin_cache, is_neox):
     torch._check(
+        positions is not None,
+        lambda: "example::rotary_embedding: argument 'positions' is None; pass a tensor",
+    )
+    torch._check(
+        query is not None,
+        lambda: "example::rotary_embedding: argument 'query' is None; pass a tensor",
+    )
+    torch._check(
+        cos_sin_cache is not None,
+        lambda: "example::rotary_embedding: argument 'cos_sin_cache' is None; pass a tensor",
+    )
+    torch._check(
+        query.device == positions.device,
+        lambda: (
+            f"example::rotary_embedding: argument 'query' is on {query.device}"
+            f" but 'positions' is on {positions.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        key is None or key.device == positions.device,
+        lambda: (
+            f"example::rotary_embedding: argument 'key' is on {key.device}"
+            f" but 'positions' is on {positions.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        cos_sin_cache.device == positions.device,
+        lambda: (
+            f"example::rotary_embedding: argument 'cos_sin_cache' is on {cos_sin_cache.device}"
+            f" but 'positions' is on {positions.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
         positions.dim() in (1, 2),
         lambda: "example::rotary_embedding: expected positions.dim() in (1, 2)",
     )

@@ -58,6 +58,34 @@ if _INTERPRETED:
     @torch.library.register_fake("example::_triton_rms_norm_interpreted")
     def _(result, input, weight, epsilon):
         torch._check(
+            result is not None,
+            lambda: "example::triton_rms_norm: argument 'result' is None; pass a tensor",
+        )
+        torch._check(
+            input is not None,
+            lambda: "example::triton_rms_norm: argument 'input' is None; pass a tensor",
+        )
+        torch._check(
+            weight is not None,
+            lambda: "example::triton_rms_norm: argument 'weight' is None; pass a tensor",
+        )
+        torch._check(
+            input.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'input' is on {input.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+        torch._check(
+            weight.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'weight' is on {weight.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+        torch._check(
             input.dim() >= 1, lambda: "example::triton_rms_norm: expected input.dim() >= 1"
         )
         torch._check(
@@ -84,6 +112,39 @@ else:
 
 @torch.library.triton_op("example::triton_rms_norm", mutates_args=("result",))
 def _triton_rms_norm(result: Tensor, input: Tensor, weight: Tensor, epsilon: float) -> None:
+    if not (result is not None):
+        torch._check(
+            result is not None,
+            lambda: "example::triton_rms_norm: argument 'result' is None; pass a tensor",
+        )
+    if not (input is not None):
+        torch._check(
+            input is not None,
+            lambda: "example::triton_rms_norm: argument 'input' is None; pass a tensor",
+        )
+    if not (weight is not None):
+        torch._check(
+            weight is not None,
+            lambda: "example::triton_rms_norm: argument 'weight' is None; pass a tensor",
+        )
+    if not (input.device == result.device):
+        torch._check(
+            input.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'input' is on {input.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+    if not (weight.device == result.device):
+        torch._check(
+            weight.device == result.device,
+            lambda: (
+                f"example::triton_rms_norm: argument 'weight' is on {weight.device}"
+                f" but 'result' is on {result.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     _check_inputs(result, input, weight, epsilon)
     if result.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(
@@ -99,6 +160,34 @@ _op = torch.ops.example.triton_rms_norm.default
 
 @torch.library.register_fake("example::triton_rms_norm")
 def _(result, input, weight, epsilon):
+    torch._check(
+        result is not None,
+        lambda: "example::triton_rms_norm: argument 'result' is None; pass a tensor",
+    )
+    torch._check(
+        input is not None,
+        lambda: "example::triton_rms_norm: argument 'input' is None; pass a tensor",
+    )
+    torch._check(
+        weight is not None,
+        lambda: "example::triton_rms_norm: argument 'weight' is None; pass a tensor",
+    )
+    torch._check(
+        input.device == result.device,
+        lambda: (
+            f"example::triton_rms_norm: argument 'input' is on {input.device}"
+            f" but 'result' is on {result.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
+    torch._check(
+        weight.device == result.device,
+        lambda: (
+            f"example::triton_rms_norm: argument 'weight' is on {weight.device}"
+            f" but 'result' is on {result.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(input.dim() >= 1, lambda: "example::triton_rms_norm: expected input.dim() >= 1")
     torch._check(
         weight.shape == input.shape[-1:],

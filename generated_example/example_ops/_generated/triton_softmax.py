@@ -41,6 +41,9 @@ if _INTERPRETED:
 
     @torch.library.register_fake("example::_triton_softmax_interpreted")
     def _(x):
+        torch._check(
+            x is not None, lambda: "example::triton_softmax: argument 'x' is None; pass a tensor"
+        )
         torch._check(x.dim() >= 1, lambda: "example::triton_softmax: expected x.dim() >= 1")
         return x.new_empty(x.shape)
 
@@ -50,6 +53,10 @@ else:
 
 @torch.library.triton_op("example::triton_softmax", mutates_args=())
 def _triton_softmax(x: Tensor) -> Tensor:
+    if not (x is not None):
+        torch._check(
+            x is not None, lambda: "example::triton_softmax: argument 'x' is None; pass a tensor"
+        )
     _check_inputs(x)
     if x.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(
@@ -65,6 +72,9 @@ _op = torch.ops.example.triton_softmax.default
 
 @torch.library.register_fake("example::triton_softmax")
 def _(x):
+    torch._check(
+        x is not None, lambda: "example::triton_softmax: argument 'x' is None; pass a tensor"
+    )
     torch._check(x.dim() >= 1, lambda: "example::triton_softmax: expected x.dim() >= 1")
     return x.new_empty(x.shape)
 

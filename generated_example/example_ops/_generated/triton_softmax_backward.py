@@ -50,6 +50,22 @@ if _INTERPRETED:
     @torch.library.register_fake("example::_triton_softmax_backward_interpreted")
     def _(grad, y):
         torch._check(
+            grad is not None,
+            lambda: "example::triton_softmax_backward: argument 'grad' is None; pass a tensor",
+        )
+        torch._check(
+            y is not None,
+            lambda: "example::triton_softmax_backward: argument 'y' is None; pass a tensor",
+        )
+        torch._check(
+            y.device == grad.device,
+            lambda: (
+                f"example::triton_softmax_backward: argument 'y' is on {y.device}"
+                f" but 'grad' is on {grad.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+        torch._check(
             grad.shape == y.shape,
             lambda: "example::triton_softmax_backward: expected grad.shape == y.shape",
         )
@@ -65,6 +81,25 @@ else:
 
 @torch.library.triton_op("example::triton_softmax_backward", mutates_args=())
 def _triton_softmax_backward(grad: Tensor, y: Tensor) -> Tensor:
+    if not (grad is not None):
+        torch._check(
+            grad is not None,
+            lambda: "example::triton_softmax_backward: argument 'grad' is None; pass a tensor",
+        )
+    if not (y is not None):
+        torch._check(
+            y is not None,
+            lambda: "example::triton_softmax_backward: argument 'y' is None; pass a tensor",
+        )
+    if not (y.device == grad.device):
+        torch._check(
+            y.device == grad.device,
+            lambda: (
+                f"example::triton_softmax_backward: argument 'y' is on {y.device}"
+                f" but 'grad' is on {grad.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     _check_inputs(grad, y)
     if grad.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(
@@ -80,6 +115,22 @@ _op = torch.ops.example.triton_softmax_backward.default
 
 @torch.library.register_fake("example::triton_softmax_backward")
 def _(grad, y):
+    torch._check(
+        grad is not None,
+        lambda: "example::triton_softmax_backward: argument 'grad' is None; pass a tensor",
+    )
+    torch._check(
+        y is not None,
+        lambda: "example::triton_softmax_backward: argument 'y' is None; pass a tensor",
+    )
+    torch._check(
+        y.device == grad.device,
+        lambda: (
+            f"example::triton_softmax_backward: argument 'y' is on {y.device}"
+            f" but 'grad' is on {grad.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(
         grad.shape == y.shape,
         lambda: "example::triton_softmax_backward: expected grad.shape == y.shape",

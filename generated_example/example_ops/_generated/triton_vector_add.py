@@ -50,6 +50,20 @@ if _INTERPRETED:
     @torch.library.register_fake("example::_triton_vector_add_interpreted")
     def _(a, b):
         torch._check(
+            a is not None, lambda: "example::triton_vector_add: argument 'a' is None; pass a tensor"
+        )
+        torch._check(
+            b is not None, lambda: "example::triton_vector_add: argument 'b' is None; pass a tensor"
+        )
+        torch._check(
+            b.device == a.device,
+            lambda: (
+                f"example::triton_vector_add: argument 'b' is on {b.device}"
+                f" but 'a' is on {a.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
+        torch._check(
             a.shape == b.shape, lambda: "example::triton_vector_add: expected a.shape == b.shape"
         )
         torch._check(
@@ -63,6 +77,23 @@ else:
 
 @torch.library.triton_op("example::triton_vector_add", mutates_args=())
 def _triton_vector_add(a: Tensor, b: Tensor) -> Tensor:
+    if not (a is not None):
+        torch._check(
+            a is not None, lambda: "example::triton_vector_add: argument 'a' is None; pass a tensor"
+        )
+    if not (b is not None):
+        torch._check(
+            b is not None, lambda: "example::triton_vector_add: argument 'b' is None; pass a tensor"
+        )
+    if not (b.device == a.device):
+        torch._check(
+            b.device == a.device,
+            lambda: (
+                f"example::triton_vector_add: argument 'b' is on {b.device}"
+                f" but 'a' is on {a.device};"
+                " pass every tensor argument on one device"
+            ),
+        )
     _check_inputs(a, b)
     if a.device.type == "cpu" and not _INTERPRETED:
         raise RuntimeError(
@@ -78,6 +109,20 @@ _op = torch.ops.example.triton_vector_add.default
 
 @torch.library.register_fake("example::triton_vector_add")
 def _(a, b):
+    torch._check(
+        a is not None, lambda: "example::triton_vector_add: argument 'a' is None; pass a tensor"
+    )
+    torch._check(
+        b is not None, lambda: "example::triton_vector_add: argument 'b' is None; pass a tensor"
+    )
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::triton_vector_add: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(
         a.shape == b.shape, lambda: "example::triton_vector_add: expected a.shape == b.shape"
     )

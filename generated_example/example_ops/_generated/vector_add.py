@@ -22,6 +22,16 @@ _op = torch.ops.example.vector_add.default
 
 @torch.library.register_fake("example::vector_add")
 def _(a, b):
+    torch._check(a is not None, lambda: "example::vector_add: argument 'a' is None; pass a tensor")
+    torch._check(b is not None, lambda: "example::vector_add: argument 'b' is None; pass a tensor")
+    torch._check(
+        b.device == a.device,
+        lambda: (
+            f"example::vector_add: argument 'b' is on {b.device}"
+            f" but 'a' is on {a.device};"
+            " pass every tensor argument on one device"
+        ),
+    )
     torch._check(a.shape == b.shape, lambda: "example::vector_add: expected a.shape == b.shape")
     torch._check(a.dtype == b.dtype, lambda: "example::vector_add: expected a.dtype == b.dtype")
     return a.new_empty(a.shape)

@@ -13,9 +13,15 @@ from torch import Tensor
 
 
 def numpy_sin_cpu(x: Tensor) -> Tensor:
-    return torch.from_numpy(np.ascontiguousarray(np.sin(x.numpy())))
+    return _sin(x)
 
 
 def numpy_sin_cuda(x: Tensor) -> Tensor:
     # NumPy runs on the host: copy over, compute, copy back.
-    return torch.from_numpy(np.ascontiguousarray(np.sin(x.cpu().numpy()))).to(x.device)
+    return _sin(x.cpu()).to(x.device)
+
+
+def _sin(x: Tensor) -> Tensor:
+    # np.sin of a 0-d array is a NumPy scalar, which ascontiguousarray makes 1-d:
+    # the result takes x's shape back (the fake kernel's, `like = "x"`)
+    return torch.from_numpy(np.ascontiguousarray(np.sin(x.numpy()))).reshape(x.shape)
