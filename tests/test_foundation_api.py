@@ -128,7 +128,7 @@ def test_tensor_list_inputs_are_spliced_into_the_function():
     assert plan.forward_params == "counts, *flat"
     assert plan.forward_lines[0] == "xs, s = unflatten((0,), counts, flat)"
     assert "needs = unflatten((0,), ctx.counts, ctx.needs_input_grad[1:])" in plan.backward_lines
-    assert plan.backward_lines[-1] == "return (None, *flatten((0,), (None, grad_s))[1:])"
+    assert plan.backward_lines[-1] == "return (None, *flatten((0,), ([None] * len(needs[0]), grad_s))[1:])"
     with_list = plan_function(
         simple_op("(Tensor[] xs) -> Tensor", grad={"xs": "[grad] * len(xs)"}, sample="xs = [{shape = [2]}]", fake='expr = "xs[0].new_empty(xs[0].shape)"'),
         {},
