@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -175,15 +177,14 @@ def bench(
         compile=not (no_compile or overhead),
         clock=clock,
     )
-    # Inductor's compile cache goes where opgen test puts it: under the project's .opgen/cache/.
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / CACHE_DIR / "inductor-bench"))
     machine = host()
     typer.echo(machine.line())
     typer.echo(
         f"threads: {count} (torch.set_num_threads; {machine_cores()} cores available), device: {device}"
     )
     try:
-        run = (run_overhead if overhead else run_bench)(project, selected, options)
+        with _inductor_cache(root / CACHE_DIR / "inductor-bench"):
+            run = (run_overhead if overhead else run_bench)(project, selected, options)
     except ImportError as exc:
         err(f"error: cannot import {project.config.package}: {exc}")
         raise typer.Exit(1) from None
@@ -200,6 +201,21 @@ def bench(
     )
     if not run.results:
         raise typer.Exit(1)
+
+
+@contextmanager
+def _inductor_cache(folder: Path) -> Iterator[None]:
+    """Inductor's compile cache where opgen test puts it (the project's .opgen/cache/), unless
+    the environment names one; for this command only, so that a later command in the same
+    process (another project) does not inherit it."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
 
 def _print(
