@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from opgen.testing import inductor_cache_dir
+from opgen.testing import use_inductor_cache_dir
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -14,8 +14,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(_ROOT))
 
 # One Inductor cache per set of op schemas, inside the project: Inductor's caches
-# do not key on custom-op schemas (see opgen.testing.inductor_cache_dir).
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir(_ROOT))
+# do not key on custom-op schemas (see opgen.testing.use_inductor_cache_dir).
+use_inductor_cache_dir(_ROOT)
 
 # Triton kernels run on CUDA. Without it, Triton's interpreter runs them on CPU (slowly): it
 # reads TRITON_INTERPRET when a kernel is defined, so it is set before any test imports one.

@@ -13,7 +13,7 @@ this module: what it ships needs torch alone.
 
 from __future__ import annotations
 
-from ._cache import inductor_cache_dir, schema_digest
+from ._cache import inductor_cache_dir, schema_digest, use_inductor_cache_dir
 from ._compare import tolerances
 from ._compile import check_compile
 from ._coverage import (
@@ -76,6 +76,7 @@ __all__ = [
     "flatten",
     "has_batching_rule",
     "inductor_cache_dir",
+    "use_inductor_cache_dir",
     "materialize",
     "schema_digest",
     "tolerances",
