@@ -32,6 +32,7 @@ from ..api.names import cpp_names
 from ..errors import Diagnostic
 from ..targets.cpp import IMPORTED_DIR
 from ..targets.cpp import kernel_path as cpp_kernel_path
+from ..targets.python import kernel_imports
 from .found import CppFunction, FoundOp, Kernel
 
 __all__ = ["CppKernels", "cpp_kernels", "python_kernel", "IMPORTED_DIR"]
@@ -278,7 +279,9 @@ def python_kernel(
             )
         )
     imports = [i for i in function.imports if i.strip() not in _PYTHON_KERNEL_IMPORTS]
-    return {"imported": {"imports": imports}, "starter": head + body}
+    # the stub's own imports come from its signatures; the moved body may need them too
+    used = {key: True for key, value in kernel_imports([], body).items() if value}
+    return {"imported": {"imports": imports}, "starter": head + body, **used}
 
 
 # what the Triton kernel file's template imports itself
