@@ -122,7 +122,10 @@ def _fill(path: Path, body: str) -> None:
     lines = [line for line in text.splitlines() if "# opgen: placeholder" in line]
     assert len(lines) == 1, path
     indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
-    path.write_text(text.replace(lines[0], indent + body))
+    text = text.replace(lines[0], indent + body)
+    if "torch." in body and "\nimport torch\n" not in text:  # the stub imports what it uses
+        text = text.replace("from torch import Tensor\n", "import torch\nfrom torch import Tensor\n")
+    path.write_text(text)
 
 
 def make_project(root: Path) -> Path:
