@@ -206,16 +206,23 @@ def bench(
 @contextmanager
 def _inductor_cache(folder: Path) -> Iterator[None]:
     """Inductor's compile cache where opgen test puts it (the project's .opgen/cache/), unless
-    the environment names one; for this command only, so that a later command in the same
+    the environment names one other than torch's default (opgen.testing.use_inductor_cache_dir);
+    for this command only, so that a later command in the same
     process (another project) does not inherit it."""
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    from ..testing._cache import torch_default_cache_dir
+
+    previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if previous is not None and os.path.abspath(previous) != torch_default_cache_dir():
         yield
         return
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     try:
         yield
     finally:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        if previous is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
 
 
 def _print(

@@ -55,7 +55,7 @@ def inductor_cache_dir(root: str | Path) -> str:
     return str(Path(root, ".opgen", "cache", f"inductor-{schema_digest(root)}"))
 
 
-def _torch_default_cache_dir() -> str:
+def torch_default_cache_dir() -> str:
     """The folder Inductor uses, and writes into the environment, when none is named."""
     try:
         user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
@@ -68,5 +68,5 @@ def use_inductor_cache_dir(root: str | Path) -> None:
     """Point TORCHINDUCTOR_CACHE_DIR at the project's folder unless the environment names one
     other than torch's default."""
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if current is None or os.path.abspath(current) == _torch_default_cache_dir():
+    if current is None or os.path.abspath(current) == torch_default_cache_dir():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir(root)
