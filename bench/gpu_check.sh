@@ -117,7 +117,7 @@ export -f environment reference_tests fresh_project
 step environment 60 environment >"$out/environment.txt" 2>&1
 step "reference set, CUDA tests" 170 reference_tests cuda >"$out/reference_cuda.log" 2>&1
 step "kernel check" 45 python3 bench/gpu_kernel_check.py >"$out/kernel_check.log" 2>&1
-step "fresh stable-ABI project" 80 fresh_project stable >"$out/fresh.log" 2>&1
+step "fresh stable-ABI project" 150 fresh_project stable >"$out/fresh.log" 2>&1
 if grep -q '"triton"' opgen/spec/*.py 2>/dev/null; then
   step "fresh triton project" 60 fresh_project triton >"$out/fresh_triton.log" 2>&1
 fi
