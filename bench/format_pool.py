@@ -3,9 +3,9 @@
     python bench/format_pool.py [--repeat 3]
 
 Formats N of the reference set's generated Python files (repeated as
-needed) with `opgen.format.format_many`, once in this process and once in
+needed) with `opgen.render.format.format_many`, once in this process and once in
 its pool of forked workers, and prints the best of --repeat runs of each
-with the machine's load average. POOL_MIN_FILES in opgen/format.py comes
+with the machine's load average. POOL_MIN_FILES in opgen/render/format.py comes
 from this (on 2 idle cores).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import black  # noqa: F401  (imported before timing, as `opgen generate` has it by then)
 
-import opgen.format as fmt
+import opgen.render.format as fmt
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "generated_example"
 

@@ -10,7 +10,7 @@ as much: importing it (with click and the command modules) takes ~50 ms,
 and its parsing builds a pydantic TypeAdapter for every option it processes
 (the defaulted `--help` included), which imports pydantic (~80 ms, 0.4 s on
 a loaded machine). So `main` runs `opgen generate` with only its on/off
-flags, and a no-op `opgen build` (Note [Build stamp] in stamp.py), without
+flags, and a no-op `opgen build` (Note [Build stamp] in build/stamp.py), without
 importing typer (`opgen/commands/direct.py`); anything else (`--templates
 DIR`, `--help`, a typo) goes through typer. A test checks that both ways
 give the same output and exit code.

@@ -1,7 +1,7 @@
 """load -> validate -> render -> format -> plan -> write: one `opgen generate` run.
 
 Work whose inputs did not change is skipped (Note [Generate cache] in
-inputs.py). The modules of validation, rendering and formatting are imported
+incremental/inputs.py). The modules of validation, rendering and formatting are imported
 inside `_regenerate`, not here: a run that replays a settled plan needs none
 of them, and `opgen generate` on an unchanged project stays light.
 """
@@ -16,21 +16,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import settled
-from .cache import GenerateCache
-from .changes import Action, Change, summarize
-from .compiled import CompiledTemplates
 from .errors import Diagnostic, OpgenError
-from .fs import ProjectFiles
-from .inputs import CONFIG_FILE, EJECTED_FILE, environment_digest, folder_identity, templates_digest
-from .manifest import MANIFEST_FILE, Manifest
-from .plan import Authority, Rendered, plan_changes
+from .incremental import settled_plan
+from .incremental.generate_cache import GenerateCache
+from .incremental.inputs import (
+    CONFIG_FILE,
+    EJECTED_FILE,
+    environment_digest,
+    folder_identity,
+    templates_digest,
+)
+from .incremental.template_bytecode import CompiledTemplates
+from .spec.paths import Owner
 from .stages import Stages
-from .targets import Artifact, Context, Owner
-from .writer import apply_changes, needs_writing
+from .targets import Artifact, Context
+from .write.apply import apply_changes, needs_writing
+from .write.changes import Action, Change, summarize
+from .write.manifest import MANIFEST_FILE, Manifest
+from .write.plan import Authority, Rendered, plan_changes
+from .write.project_files import ProjectFiles
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project.load import Project
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -84,7 +91,7 @@ def render_all(
 
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
-    from .outputs import render_outputs
+    from .render.outputs import render_outputs
     from .targets.project import collect_artifacts
 
     return render_outputs(
@@ -118,7 +125,7 @@ def generate(
     lost ("untracked") stops the run before anything is written; `force`
     overwrites edited generated files instead (keeping backups), `adopt`
     (project-relative paths of user files) re-attaches user files to the
-    current scaffold (Note [Lost records] in plan.py). `templates` replaces
+    current scaffold (Note [Lost records] in write/plan.py). `templates` replaces
     the project's template folder for this run.
 
     `sources` are new project files (project-relative path -> text, e.g. a new
@@ -129,7 +136,7 @@ def generate(
     (Note [Keeping kernels]).
 
     Work whose inputs did not change is skipped (Note [Generate cache] in
-    inputs.py); `GenerateResult.timings` says where the time went.
+    incremental/inputs.py); `GenerateResult.timings` says where the time went.
     """
     stages = Stages()
     with stages("load"):
@@ -138,7 +145,7 @@ def generate(
         manifest = Manifest.load(files)
         adopted = frozenset(Path(p).as_posix() for p in adopt)
         fresh_state = not sources and not adopted and not manifest.damage
-        replayed = settled.replay(files, cache, manifest, templates) if fresh_state else None
+        replayed = settled_plan.replay(files, cache, manifest, templates) if fresh_state else None
     if replayed is None:
         run = _Run(
             files,
@@ -195,11 +202,11 @@ class _Run:
         with stages("load"):
             # Imported here: a run that replays a settled plan needs none of this (see the docstring).
             from .api.context import spec_path
-            from .keys import artifact_keys
-            from .outputs import remember_outputs, render_outputs
-            from .overrides import override_warnings
-            from .project import load_project
-            from .render import builtin_templates_dir
+            from .project.load import load_project
+            from .render.environment import builtin_templates_dir
+            from .render.output_keys import artifact_keys
+            from .render.outputs import remember_outputs, render_outputs
+            from .render.overrides import override_warnings
             from .targets.project import collect_artifacts, removal_refused
 
         with stages("validate"):
@@ -281,7 +288,7 @@ class _Run:
         specs = {path: sha for path, sha in digests.items() if path != CONFIG_FILE}
         replayable = not self.sources and not self.adopt and not manifest.damage
         if replayable and not needs_writing(self.files, plan, manifest):
-            settled.record(
+            settled_plan.record(
                 self.files,
                 self.cache,
                 plan,

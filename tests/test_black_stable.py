@@ -19,15 +19,15 @@ import pytest
 import test_cpp_templates as cpp_cases
 import test_foundation_templates as python_cases
 
-import opgen.outputs as outputs
+import opgen.render.outputs as outputs
 from opgen.api.layout import wrapped
 from opgen.api.literals import literal
 from opgen.api.pyexpr import expression
 from opgen.api.python import docstring
-from opgen.format import is_black_stable
 from opgen.generate import generate, render_all
-from opgen.manifest import Manifest
-from opgen.project import load_project
+from opgen.project.load import load_project
+from opgen.render.format import is_black_stable
+from opgen.write.manifest import Manifest
 
 from _support import EXAMPLE, REPO
 
@@ -288,7 +288,7 @@ def test_generate_runs_black_only_for_template_overrides(tmp_path: Path, monkeyp
 
 def test_the_format_pool_gives_what_one_process_gives() -> None:
     from opgen.errors import OpgenError
-    from opgen.format import FormatJob, format_many
+    from opgen.render.format import FormatJob, format_many
 
     texts = [p.read_text() for p in sorted((EXAMPLE / "tests").glob("test_*.py"))][:5]
     texts = [t.replace("    ", "  ") for t in texts]  # something for black to do

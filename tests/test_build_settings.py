@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from opgen.build.ninja import Toolchain, plan_build, write_ninja
+from opgen.build.stamp import Watched, collect_inputs, stale_reason, write_stamp
+from opgen.build.toolchain.compiler_output import missing_header_hints
+from opgen.build.toolchain.settings import resolve_settings
 from opgen.errors import OpgenError
-from opgen.new import new_op
-from opgen.ninja import Toolchain, plan_build, write_ninja
-from opgen.project import load_project
-from opgen.stamp import Watched, collect_inputs, stale_reason, write_stamp
-from opgen.toolchain.compiler_output import missing_header_hints
-from opgen.toolchain.settings import resolve_settings
+from opgen.project.load import load_project
+from opgen.scaffold.new_op import new_op
 
 from _cpp_support import opgen, python
 from _support import has_nvcc

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from opgen.build import build_project
-from opgen.new import new_op
-from opgen.stamp import STAMP_FILE, stale_reason
+from opgen.build.run import build_project
+from opgen.build.stamp import STAMP_FILE, stale_reason
+from opgen.scaffold.new_op import new_op
 
 from _cpp_support import opgen
 

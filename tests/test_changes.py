@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opgen.changes import Action, summarize
+from opgen.write.changes import Action, summarize
 
 # action: (writes, stale, failed, to stderr, label, planned label)
 TABLE = {

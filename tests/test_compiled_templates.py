@@ -1,4 +1,4 @@
-"""Templates compiled by one run are reused by the next (Note [Compiled templates] in opgen/compiled.py).
+"""Templates compiled by one run are reused by the next (Note [Compiled templates] in opgen/incremental/template_bytecode.py).
 
 Counts, not times: how many templates a run compiles. And what reuse must
 never cost: a changed template or override renders its new text, and a
@@ -21,12 +21,12 @@ import jinja2
 import pytest
 from jinja2.bccache import bc_magic
 
-import opgen.render
-from opgen.cache import CACHE_FILE
-from opgen.compiled import TEMPLATES_FILE
+import opgen.render.environment
 from opgen.errors import OpgenError
 from opgen.generate import generate
-from opgen.inputs import folder_identity
+from opgen.incremental.generate_cache import CACHE_FILE
+from opgen.incremental.inputs import folder_identity
+from opgen.incremental.template_bytecode import TEMPLATES_FILE
 
 from _support import REPO
 
@@ -96,7 +96,7 @@ def test_a_changed_override_or_builtin_template_is_compiled_again(
     root = _project(tmp_path / "proj")
     builtins = tmp_path / "builtins"  # opgen's own templates, as a copy this test may change
     shutil.copytree(REPO / "templates", builtins)
-    monkeypatch.setattr(opgen.render, "builtin_templates_dir", lambda: builtins)
+    monkeypatch.setattr(opgen.render.environment, "builtin_templates_dir", lambda: builtins)
     monkeypatch.setattr("opgen.generate.templates_digest", lambda builtin, override: "fixed")
     overrides = root / "templates"
     conftest = overrides / "tests/conftest.py.j2"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from opgen.build import foreign_symbols
-from opgen.ninja import find_toolchain
+from opgen.build.ninja import find_toolchain
+from opgen.build.run import foreign_symbols
 
 from _cpp_support import opgen, python
 

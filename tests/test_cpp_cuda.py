@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from opgen.ninja import find_toolchain, plan_build, write_ninja
-from opgen.project import load_project
+from opgen.build.ninja import find_toolchain, plan_build, write_ninja
+from opgen.project.load import load_project
 
 from _cpp_support import opgen
 from _support import has_nvcc

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from opgen.generate import render_all
-from opgen.manifest import Manifest
-from opgen.project import Project
-from opgen.project_checks import project_problems
+from opgen.project.checks import project_problems
+from opgen.project.load import Project
 from opgen.spec.config import build_config
 from opgen.spec.load import LoadedToml, _scan_lines
 from opgen.spec.validate import build_op_spec
+from opgen.write.manifest import Manifest
 
 CASES = sorted((Path(__file__).parent / "cpp_template_cases").glob("*.txt"))
 _SECTION = re.compile(r"^# output: (\S+)\n", re.M)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opgen.api import cpp
-from opgen.build import foreign_symbols
+from opgen.build.run import foreign_symbols
 from opgen.spec.dialect.parser import parse
 from opgen.spec.dialect.types import SchemaType
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import opgen.ninja as ninja_module
-import opgen.toolchain.cuda as cuda_module
-from opgen.build import run_build
+import opgen.build.ninja as ninja_module
+import opgen.build.toolchain.cuda as cuda_module
+from opgen.build.ninja import CudaMode, Toolchain, plan_build
+from opgen.build.run import run_build
+from opgen.build.toolchain.cuda import Arch, CudaMissing, CudaProblem, CudaToolkit, Nvcc
+from opgen.build.toolchain.modes import cuda_mode
 from opgen.errors import OpgenError
-from opgen.ninja import CudaMode, Toolchain, plan_build
-from opgen.project import load_project
-from opgen.toolchain.cuda import Arch, CudaMissing, CudaProblem, CudaToolkit, Nvcc
-from opgen.toolchain.modes import cuda_mode
+from opgen.project.load import load_project
 
 from _cpp_support import opgen
 

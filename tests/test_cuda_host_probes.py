@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from opgen.ninja import find_toolchain
-from opgen.toolchain.cuda import missing_cuda_shim_symbols
+from opgen.build.ninja import find_toolchain
+from opgen.build.toolchain.cuda import missing_cuda_shim_symbols
 
 from _cpp_support import opgen
 from _support import EXAMPLE

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from opgen.build import foreign_symbols
-from opgen.ninja import find_toolchain, plan_build, write_ninja
-from opgen.project import load_project
+from opgen.build.ninja import find_toolchain, plan_build, write_ninja
+from opgen.build.run import foreign_symbols
+from opgen.project.load import load_project
 
 from _cpp_support import opgen
 from _support import EXAMPLE

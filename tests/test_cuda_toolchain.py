@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _fake_cuda import NVCC12_CODES, NVCC13_CODES, calls, fake_toolkit, which_in, wrapper
 
-from opgen.toolchain.cuda import (
+from opgen.build.toolchain.cuda import (
     Arch,
     CudaMissing,
     CudaProblem,

@@ -1,4 +1,4 @@
-"""A run skips the work whose inputs did not change (Note [Generate cache] in opgen/inputs.py).
+"""A run skips the work whose inputs did not change (Note [Generate cache] in opgen/incremental/inputs.py).
 
 Counts, not times: how many outputs a run renders, how often it computes the
 project-wide hashes, which modules it imports. And what skipping must never
@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 
 import opgen.api.context as context
-import opgen.inputs as inputs
-import opgen.keys as keys
-import opgen.outputs as outputs
-import opgen.settled as settled
+import opgen.incremental.inputs as inputs
+import opgen.incremental.settled_plan as settled
+import opgen.render.output_keys as keys
+import opgen.render.outputs as outputs
 import opgen.targets.project as project_targets
-from opgen.cache import CACHE_FILE
 from opgen.errors import OpgenError
 from opgen.generate import generate
-from opgen.manifest import digest
+from opgen.incremental.generate_cache import CACHE_FILE
+from opgen.write.manifest import digest
 
 from _support import REPO
 
@@ -329,7 +329,7 @@ def test_the_cost_of_a_no_op_check_grows_linearly(tmp_path: Path, monkeypatch: p
 
 def test_a_cached_model_is_the_validated_one() -> None:
     """Every op of the reference set survives the cache's JSON unchanged, line table and path included."""
-    from opgen.project import load_project
+    from opgen.project.load import load_project
     from opgen.spec.serial import op_from_json, op_to_json
 
     project = load_project(REPO / "generated_example")

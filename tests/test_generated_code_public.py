@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import opgen.testing
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _public_torch import RECORDER, is_allowed, scan
 from _support import EXAMPLE, clean_env

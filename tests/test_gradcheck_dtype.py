@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opgen.generate import generate
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _support import run_generated_tests
 

@@ -93,8 +93,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_walk_sees_function_level_and_relative_imports() -> None:
     graph = _graph()
     assert len(graph) > 30
-    assert "opgen.project" in graph["opgen.generate"]  # `from .project import load_project`
-    assert "opgen.new" in graph["opgen.commands.new"]  # imported inside the command function
+    assert "opgen.project.load" in graph["opgen.generate"]  # `from .project import load_project`
+    assert "opgen.scaffold.new_op" in graph["opgen.commands.new"]  # imported inside the command function
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     # a sibling import does not run the package again; importing the package itself does
     assert "opgen.testing" not in graph["opgen.testing._compile"]
@@ -106,22 +106,76 @@ def test_no_import_cycles() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-# stage -> the opgen modules it may import (besides its own package)
-_ALLOWED = {
-    "opgen.spec": {"opgen.errors"},
-    "opgen.api": {"opgen.spec", "opgen.errors"},
-}
+# opgen's layers, lowest first: a module may import its own layer and the layers before it, never
+# one after it. Each entry is a package (or a top-level module); one layer may hold several.
+_LAYERS: list[tuple[str, ...]] = [
+    ("opgen", "opgen.errors", "opgen.stages"),  # the package's face, diagnostics, stage timings
+    ("opgen.spec",),  # the spec model and its validation: pure
+    ("opgen.api",),  # what templates print: pure functions of the model
+    ("opgen.write",),  # confined file operations, the plan, merges, the manifest
+    ("opgen.incremental",),  # the generate cache and what it keys on
+    ("opgen.project",),  # a project loaded from disk
+    ("opgen.targets",),  # the artifact table: which template makes which file
+    ("opgen.render",),  # templates to text, formatted
+    ("opgen.generate",),  # the orchestrator
+    ("opgen.build",),  # `opgen build`
+    ("opgen.scaffold",),  # `opgen new`
+    ("opgen.adopt",),  # `opgen import`
+    ("opgen.bench",),  # `opgen bench`
+    ("opgen.commands",),
+    ("opgen.app",),
+    ("opgen.cli",),
+    ("opgen.__main__",),
+]
+# shipped into generated projects (runtime/) or imported by their tests (testing/): no other opgen code
+_STANDALONE = ("opgen.runtime", "opgen.testing")
 
 
-def test_early_stages_import_only_earlier_ones() -> None:
-    """spec/ knows nothing of later stages; api/ is pure functions of the model: no project, targets, writer or render."""
+def _layer(name: str) -> int | str:
+    """The index of the layer holding module `name` (its longest matching entry), or a standalone package."""
+    best, index = "", -1
+    for i, layer in enumerate(_LAYERS):
+        for entry in layer:
+            if (name == entry or name.startswith(entry + ".")) and len(entry) > len(best):
+                best, index = entry, i
+    for entry in _STANDALONE:
+        if name == entry or name.startswith(entry + "."):
+            return entry
+    assert index >= 0, f"{name} is in no layer of _LAYERS: add its package there"
+    return index
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    """No arrow runs back up: write/ and incremental/ know no api/, targets/ no write/, spec/ nothing
+    but errors; runtime/ and testing/ import no other opgen code."""
     graph = _graph()
-    for stage, allowed in _ALLOWED.items():
-        for name, targets in graph.items():
-            if name != stage and not name.startswith(stage + "."):
-                continue
-            bad = sorted(t for t in targets if t != "opgen" and t != stage and not t.startswith(stage + ".") and not any(t == a or t.startswith(a + ".") for a in allowed))
-            assert not bad, f"{name} imports {bad}"
+    upward = []
+    for name, targets in graph.items():
+        mine = _layer(name)
+        for target in targets:
+            theirs = _layer(target)
+            if isinstance(mine, str):
+                if mine != theirs and target != "opgen":
+                    upward.append(f"{name} -> {target}")
+            elif not isinstance(theirs, str) and theirs > mine:
+                upward.append(f"{name} -> {target}")
+    assert not upward, "imports of a later layer: " + ", ".join(sorted(upward))
+
+
+def test_the_top_level_is_the_stages() -> None:
+    """`ls opgen/` shows the pipeline: stage folders and at most 8 loose modules."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= 8, loose
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    layered = {e.split(".")[1] for layer in _LAYERS for e in layer if e.count(".") == 1}
+    layered |= {e.split(".")[1] for e in _STANDALONE}
+    assert folders <= layered, sorted(folders - layered)
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert _layer("opgen.write.plan") < _layer("opgen.targets.python")
+    assert _layer("opgen.api.context") < _layer("opgen.render.outputs")
+    assert _layer("opgen.testing._eager") == "opgen.testing"
 
 
 def test_the_command_line_is_a_thin_layer_over_the_library() -> None:

@@ -13,10 +13,10 @@ _LIBRARY = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from opgen.build import build_project
+    from opgen.build.run import build_project
     from opgen.generate import generate
-    from opgen.new import new_op
-    from opgen.overrides import acknowledge, eject, list_templates, template_folder, upstream_diff
+    from opgen.scaffold.new_op import new_op
+    from opgen.render.overrides import acknowledge, eject, list_templates, template_folder, upstream_diff
 
     root = Path(sys.argv[1])
     made = new_op(root, "mylib::foo")

@@ -1,4 +1,4 @@
-"""opgen.merge.merge3: the three-way merge of user-owned files. See Note [Merge rules]."""
+"""opgen.write.merge.merge3: the three-way merge of user-owned files. See Note [Merge rules]."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opgen.merge import has_conflict_markers, merge3
+from opgen.write.merge import has_conflict_markers, merge3
 
 
 def _lines(*items: str) -> str:

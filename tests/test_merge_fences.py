@@ -1,4 +1,4 @@
-"""Fenced regions in the three-way merge (Note [Fenced regions] in opgen/api/fences.py)."""
+"""Fenced regions in the three-way merge (Note [Fenced regions] in opgen/spec/fences.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opgen.merge import has_conflict_markers, merge3
+from opgen.write.merge import has_conflict_markers, merge3
 
 BEGIN = "  // opgen: begin checks (regenerated from ops/foo.toml; edit the spec, not these lines)\n"
 END = "  // opgen: end checks\n"

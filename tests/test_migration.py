@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from opgen.changes import Action
 from opgen.generate import generate
 from opgen.targets.project import retired_paths
+from opgen.write.changes import Action
 
 from _support import clean_env
 

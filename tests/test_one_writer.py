@@ -1,6 +1,6 @@
 """One writer: `opgen new` hands its spec to generate's writer, the starter body is template
 context, and every other write (template overrides, build.ninja) goes through the same
-confined path (Note [Confined writes] in opgen/fs.py)."""
+confined path (Note [Confined writes] in opgen/write/project_files.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from opgen.build.ninja import BuildPlan, write_ninja
 from opgen.errors import OpgenError
 from opgen.generate import generate
-from opgen.new import new_op
-from opgen.ninja import BuildPlan, write_ninja
-from opgen.overrides import eject
+from opgen.render.overrides import eject
+from opgen.scaffold.new_op import new_op
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -1,4 +1,4 @@
-"""A batch with many writes stages and renames them on threads (Note [Parallel writes] in fs.py),
+"""A batch with many writes stages and renames them on threads (Note [Parallel writes] in write/project_files.py),
 and still keeps the order the run relies on: the journal before any file, a backup before the
 file it saves, nothing left behind by a failed staging."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from opgen.confined import Confined, FileAccessError
 from opgen.errors import Diagnostic
-from opgen.fs import ProjectFiles
+from opgen.write.confined import Confined, FileAccessError
+from opgen.write.project_files import ProjectFiles
 
 FILES = [f"pkg/f{i:02d}.py" for i in range(24)]
 

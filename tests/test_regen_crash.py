@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import opgen.fs as fs
-from opgen.confined import Confined
+import opgen.write.project_files as fs
 from opgen.generate import generate
-from opgen.manifest import Manifest
+from opgen.write.confined import Confined
+from opgen.write.manifest import Manifest
 
 KERNEL = "mylib/kernels/foo.py"
 _PROJECT = '[project]\nnamespace = "mylib"\npackage = "mylib"\n'

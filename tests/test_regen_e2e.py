@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from opgen.cli import app
-from opgen.render import builtin_templates_dir
+from opgen.render.environment import builtin_templates_dir
 
 
 def _opgen(root: Path, monkeypatch: pytest.MonkeyPatch, *args: str):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from opgen.cli import app
 from opgen.generate import generate
-from opgen.manifest import Manifest
+from opgen.write.manifest import Manifest
 
 KERNEL = "mylib/kernels/foo.py"
 GENERATED = "mylib/_generated/foo.py"

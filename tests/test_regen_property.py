@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from opgen.generate import generate
-from opgen.merge import has_conflict_markers
-from opgen.render import builtin_templates_dir
+from opgen.render.environment import builtin_templates_dir
+from opgen.write.merge import has_conflict_markers
 
 KERNEL = "mylib/kernels/foo.py"
 _ARGS = ("float alpha=1.0", "int k=2", "bool flag=False")

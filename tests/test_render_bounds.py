@@ -1,4 +1,4 @@
-"""The bounded sandbox (Note [Bounded rendering] in opgen/sandbox.py), template by template.
+"""The bounded sandbox (Note [Bounded rendering] in opgen/render/sandbox.py), template by template.
 
 Renders run on a worker thread, as a library caller's might: there no timer can interrupt
 them, so the checks compiled into the template must stop them alone (and a regression fails
@@ -18,9 +18,9 @@ import jinja2.sandbox
 import pytest
 
 from opgen.errors import OpgenError
-from opgen.render import Renderer, builtin_templates_dir
-from opgen.render_budget import RenderBudget, RenderLimitExceeded, RenderLimits
-from opgen.sandbox import BoundedSandbox, bounded_render
+from opgen.render.budget import RenderBudget, RenderLimitExceeded, RenderLimits
+from opgen.render.environment import Renderer, builtin_templates_dir
+from opgen.render.sandbox import BoundedSandbox, bounded_render
 
 LIMITS = RenderLimits(seconds=0.3, chars=1 << 20)
 

@@ -1,5 +1,5 @@
 """Template rendering is bounded under every command that renders (Note [Bounded rendering] in
-opgen/sandbox.py): `opgen generate` with `--check` or `--dry-run` on a pull request's overrides,
+opgen/render/sandbox.py): `opgen generate` with `--check` or `--dry-run` on a pull request's overrides,
 `opgen new`, `opgen import`, `opgen build`, with the override compiled fresh or loaded compiled
 from .opgen/cache/.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from opgen.generate import generate
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _support import REPO, run_cli
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from opgen.generate import generate
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _sharding_support import make_project
 from _support import EXAMPLE

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen.build import foreign_symbols
+from opgen.build.run import foreign_symbols
 from opgen.targets.project import retired_paths
 
 from _cpp_support import opgen

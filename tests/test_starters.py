@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opgen.api.copy_plan import Param, copy_plan
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _cpp_support import opgen
 

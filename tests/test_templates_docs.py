@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from opgen.overrides import builtin_names
-from opgen.project import load_project
-from opgen.scaffold import compose_new_op
+from opgen.project.load import load_project
+from opgen.render.overrides import builtin_names
+from opgen.scaffold.texts import compose_new_op
 from opgen.targets.project import collect_artifacts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "templates.md"

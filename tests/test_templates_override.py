@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from opgen.cli import app
 from opgen.errors import OpgenError
 from opgen.generate import generate
-from opgen.render import builtin_templates_dir
+from opgen.render.environment import builtin_templates_dir
 
 _PROJECT = '[project]\nnamespace = "mylib"\npackage = "mylib"\n'
 _SPEC = '''name = "mylib::foo"

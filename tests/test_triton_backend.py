@@ -19,7 +19,7 @@ import pytest
 
 from opgen.errors import OpgenError
 from opgen.generate import generate
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 
 from _support import EXAMPLE, REPO, run_generated_tests
 
@@ -346,7 +346,7 @@ def plain(x: Tensor) -> Tensor:
 
 
 def test_import_reads_triton_ops_and_custom_ops_launching_triton_kernels(tmp_path: Path) -> None:
-    from opgen.importer import import_extension
+    from opgen.adopt.importer import import_extension
 
     (tmp_path / "ext").mkdir()
     (tmp_path / "ext" / "ops.py").write_text(_EXTENSION)

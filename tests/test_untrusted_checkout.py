@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from opgen.generate import generate
-from opgen.manifest import digest
-from opgen.new import new_op
+from opgen.scaffold.new_op import new_op
 from opgen.targets import header
+from opgen.write.manifest import digest
 
 from _support import REPO, run_cli
 
@@ -255,9 +255,9 @@ def test_without_dir_fds_a_symlink_is_refused_the_same_way(
     prepared: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rel: str
 ) -> None:
     """The lstat-per-folder walk of platforms without `dir_fd` (Windows) refuses the same links."""
-    import opgen.confined
+    import opgen.write.confined
 
-    monkeypatch.setattr(opgen.confined, "_FDS", False)
+    monkeypatch.setattr(opgen.write.confined, "_FDS", False)
     root = tmp_path / "project"
     shutil.copytree(prepared["conflict"], root, symlinks=True)
     outside = tmp_path / "outside"
@@ -270,9 +270,9 @@ def test_without_dir_fds_a_symlink_is_refused_the_same_way(
 
 
 def test_without_dir_fds_a_run_writes_as_usual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import opgen.confined
+    import opgen.write.confined
 
-    monkeypatch.setattr(opgen.confined, "_FDS", False)
+    monkeypatch.setattr(opgen.write.confined, "_FDS", False)
     root = make_project(tmp_path / "project")
     fill_kernel(root)
     (root / "ops/foo.toml").write_text(spec(schema="(Tensor x, float alpha=1.0) -> Tensor"))
@@ -307,7 +307,7 @@ def _changed_project(tmp_path: Path) -> tuple[Path, dict[str, tuple[str, bytes, 
 
 def _fail_staging_under(monkeypatch: pytest.MonkeyPatch, folder: str, error: int) -> None:
     """Writing any file under `folder` fails as the operating system would (EACCES, ENOSPC)."""
-    from opgen.confined import Confined
+    from opgen.write.confined import Confined
 
     real = Confined.stage
 
@@ -368,7 +368,7 @@ def test_a_failure_between_renames_is_finished_by_the_next_run(
     generate(reference)
     expected = {k: v[1] for k, v in snapshot(reference).items() if not k.startswith(".opgen")}
     root, before = _changed_project(tmp_path / "failing")
-    from opgen.confined import Confined
+    from opgen.write.confined import Confined
 
     real = Confined.commit
     calls = [0]

@@ -1,4 +1,4 @@
 """What `opgen import` is made of: the C++ and Python readers, and how kernels are kept.
 
-The library call is `opgen.importer.import_extension`.
+The library call is `opgen.adopt.importer.import_extension`.
 """

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import Diagnostic, OpgenError
-from ..targets import GENERATED_MARK
+from ..spec.paths import GENERATED_MARK
 from .cpp_reader import read_cpp
 from .found import Found, FoundOp
 from .py_reader import read_python

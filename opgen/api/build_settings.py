@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..spec.fences import fence_lines
 from ..spec.model import BuildSettings, OpSpec, ProjectConfig
-from .fences import fence_lines
 from .literals import string
 
 __all__ = ["BUILD_SETTINGS", "setup_settings"]

@@ -162,7 +162,7 @@ def op_context(
     `library` maps the names of the project's ops to their modules (`siblings`):
     formulas call those ops through their typed wrappers. Only the entries of
     the ops the formulas name are read, and the keys of the op's files cover
-    the specs of those ops (`called_ops`, Note [Generate cache] in inputs.py).
+    the specs of those ops (`called_ops`, Note [Generate cache] in incremental/inputs.py).
     """
     library = library if library is not None else {op.name: op.module}
     differentiable = tuple(name for f in op.grads for name in f.inputs)
@@ -279,7 +279,7 @@ def _tags(op: OpSpec) -> str | None:
 def project_context(config: ProjectConfig) -> dict[str, Any]:
     """The `project` variables of every template: opgen.toml's values only.
 
-    Note [Generate cache] in inputs.py: an op's files are rendered again only
+    Note [Generate cache] in incremental/inputs.py: an op's files are rendered again only
     when its spec (or a spec it calls) changes, so what its templates receive
     may not depend on the other ops; `package_context` adds what does.
     """

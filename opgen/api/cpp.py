@@ -118,7 +118,7 @@ _STABLE_RETURNS = {
     "int[]": "std::vector<int64_t>",
     "SymInt[]": "std::vector<int64_t>",
     "float[]": "std::vector<double>",
-    "bool[]": "std::vector<bool>",  # refused on the stable target (project_checks.py)
+    "bool[]": "std::vector<bool>",  # refused on the stable target (project/checks.py)
     "ScalarType": "torch::headeronly::ScalarType",
 }
 _CLASSIC_RETURNS = {

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..spec.dialect.types import TypeKind
+from ..spec.fences import CHECKS, fence_lines
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .arg_checks import cpp_boundary_checks, op_variable
 from .autograd_kind import cpp_mutation_fallbacks
 from .build_settings import setup_settings
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .fences import CHECKS, fence_lines
 from .names import Namer, cpp_safe
 
 __all__ = [

@@ -14,7 +14,7 @@ elementwise sine. An op made with --schema gets a copy-through
 (`copy_plan`): the first tensor input (or the first tensor of the first
 tensor-list input) is copied into every tensor output, each element of a
 Tensor[] output and every mutated tensor; `opgen new` writes the matching
-reference (`x.clone()`), fake rule and samples into the spec (`scaffold.py`,
+reference (`x.clone()`), fake rule and samples into the spec (`scaffold/texts.py`,
 from the same `copy_plan.py`),
 and a kernel gets the starter only while the spec still holds that
 reference. Schemas without such a source (only optional tensors, a void op

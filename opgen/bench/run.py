@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..project import Project
+from ..project.load import Project
 from ..spec.model import OpSpec
 from .cases import Case, CaseError, build_case, size_points
 from .report import Result

@@ -46,7 +46,7 @@ def print_diagnostics(exc: OpgenError, root: Path | None = None) -> None:
 
 def report(result: GenerateResult, check: bool = False, dry_run: bool = False) -> None:
     """One line per file the run changed (problems to stderr), its warnings, then the summary."""
-    from ..changes import Action
+    from ..write.changes import Action
 
     for change in result.changes:
         if change.action is Action.UNCHANGED:

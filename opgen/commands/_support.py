@@ -28,7 +28,7 @@ def fail(exc: OpgenError, root: Path | None = None) -> typer.Exit:
 
 def project_root(start: Path | None = None) -> Path:
     """The folder holding opgen.toml, from `start` (the current folder) upwards; exits 1 when there is none."""
-    from ..inputs import find_root
+    from ..incremental.inputs import find_root
 
     start = (start or Path.cwd()).resolve()
     root = find_root(start)

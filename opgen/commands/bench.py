@@ -111,9 +111,9 @@ def bench(
     from ..bench.host import host
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
-    from ..caches import CACHE_DIR, confine_caches
     from ..errors import OpgenError
-    from ..project import load_project
+    from ..project.load import load_project
+    from ._tool_caches import CACHE_DIR, confine_caches
 
     if (
         device not in ("cpu", "cuda")

@@ -38,7 +38,7 @@ def build(
     When nothing changed since the last successful build (sources, specs,
     generated files, flags, torch), it says "up to date" and runs nothing.
     """
-    from ..stamp import stale_reason
+    from ..build.stamp import stale_reason
 
     root = project_root()
     # Note [Build stamp]: no torch import here; a --cpu-only build is never stamped
@@ -69,7 +69,7 @@ def build_stale(
 
     `quiet`: say nothing when the build succeeds without compiling (a project of Python ops).
     """
-    from ..build import build_project
+    from ..build.run import build_project
     from ..errors import OpgenError
 
     try:

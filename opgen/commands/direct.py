@@ -52,12 +52,12 @@ def run_generate(
     timings: bool = False,
 ) -> int:
     """`opgen generate` in the current folder: report the run; its exit code."""
-    from ..changes import Action
     from ..errors import OpgenError
     from ..generate import generate
-    from ..inputs import find_root
+    from ..incremental.inputs import find_root
     from ..stages import Stages
-    from ..writer import unified_diff
+    from ..write.apply import unified_diff
+    from ..write.changes import Action
 
     start = Path.cwd().resolve()
     root = find_root(start)
@@ -91,7 +91,7 @@ def answer_up_to_date(argv: list[str]) -> bool:
 
     typer's argument coercion imports pydantic (~0.4 s, most of a no-op
     build). Anything but `build` with the flags above (and -j N) goes to
-    typer, as does a build that is stale (Note [Build stamp] in stamp.py).
+    typer, as does a build that is stale (Note [Build stamp] in build/stamp.py).
     """
     if not argv or argv[0] != "build":
         return False
@@ -107,7 +107,7 @@ def answer_up_to_date(argv: list[str]) -> bool:
             check_cuda = check_cuda or arg == "--check-cuda"
         else:
             return False
-    from ..stamp import stale_reason
+    from ..build.stamp import stale_reason
 
     here = Path.cwd().resolve()
     root = next((d for d in (here, *here.parents) if (d / "opgen.toml").is_file()), None)

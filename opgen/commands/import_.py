@@ -36,8 +36,8 @@ def import_(
 ) -> None:
     """Write one spec per op that PATH (C++ files, Python modules, or folders of them) registers
     (TORCH_LIBRARY blocks, custom_op), keeping their kernels, then generate."""
+    from ..adopt.importer import import_extension
     from ..errors import OpgenError
-    from ..importer import import_extension
 
     cwd = Path.cwd().resolve()
     try:

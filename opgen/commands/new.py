@@ -51,7 +51,7 @@ def new(
       opgen test                      then build (C++) and run the op's generated tests
     """
     from ..errors import OpgenError
-    from ..new import new_op
+    from ..scaffold.new_op import new_op
 
     cwd = Path.cwd().resolve()
     try:

@@ -22,7 +22,7 @@ Name = Annotated[
 def _run(action: Callable[[Path, Path | None], T]) -> tuple[Path, Path | None, T]:
     """Run `action(root, template folder)` for the project here; diagnostics end the command."""
     from ..errors import OpgenError
-    from ..overrides import template_folder
+    from ..render.overrides import template_folder
 
     root = project_root()
     try:
@@ -34,7 +34,7 @@ def _run(action: Callable[[Path, Path | None], T]) -> tuple[Path, Path | None, T
 
 def list_command() -> None:
     """Show every built-in template and which ones this project overrides."""
-    from ..overrides import DEFAULT_FOLDER, list_templates
+    from ..render.overrides import DEFAULT_FOLDER, list_templates
 
     root, folder, infos = _run(list_templates)
     shown = (
@@ -58,7 +58,7 @@ def list_command() -> None:
 
 def eject_command(name: Name) -> None:
     """Copy built-in template NAME, such as python/kernel.py.j2, into the project's template folder."""
-    from ..overrides import eject
+    from ..render.overrides import eject
 
     root, _, (target, set_option) = _run(lambda root, folder: eject(root, folder, name))
     typer.echo(
@@ -70,7 +70,7 @@ def eject_command(name: Name) -> None:
 
 def diff_command(name: Name) -> None:
     """Show how built-in template NAME changed since you ejected it."""
-    from ..overrides import upstream_diff
+    from ..render.overrides import upstream_diff
 
     _, _, text = _run(lambda root, folder: upstream_diff(root, folder, name))
     typer.echo(text or f"{name}: the built-in is unchanged since you ejected it", nl=not text)
@@ -78,7 +78,7 @@ def diff_command(name: Name) -> None:
 
 def ack_command(name: Name) -> None:
     """Record that your override of NAME is caught up with the built-in (silences the warning)."""
-    from ..overrides import acknowledge
+    from ..render.overrides import acknowledge
 
     _run(lambda root, folder: acknowledge(root, name))
     typer.echo(f"{name}: override marked as up to date with the built-in")

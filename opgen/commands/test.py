@@ -31,9 +31,9 @@ def test(
     """
     import subprocess
 
-    from ..caches import confine_caches
+    from ..build.stamp import stale_reason
     from ..errors import OpgenError
-    from ..stamp import stale_reason
+    from ._tool_caches import confine_caches
     from .build import build_stale
 
     root = project_root()

@@ -1,6 +1,6 @@
 """The files of `backend = "cpp"` ops: C++ sources, the compiled library and its Python glue.
 
-Note [Build layout] in opgen/build.py says how `opgen build` compiles them; it
+Note [Build layout] in opgen/build/run.py says how `opgen build` compiles them; it
 takes the paths from here.
 """
 
@@ -14,7 +14,8 @@ from ..api.cpp_context import CppFiles
 from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header
+from ..spec.paths import Owner
+from . import Artifact, Context, header
 
 __all__ = [
     "CSRC",

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from ..api import python as py
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import Artifact, Context, Owner
+from ..spec.paths import Owner
+from . import Artifact, Context
 
 __all__ = ["helpers_path", "helpers_artifact"]
 

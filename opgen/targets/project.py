@@ -16,11 +16,11 @@ from ..api.context import (
     spec_path,
 )
 from ..api.private_torch import private_context
-from ..fs import STATE_DIR
-from ..project import OPS_DIR, Project
+from ..project.load import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import Backend, OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header, names_source
+from ..spec.paths import STATE_DIR, Owner
+from . import Artifact, Context, header, names_source
 from .helpers import helpers_artifact
 from .python import (
     module_path,
@@ -161,7 +161,7 @@ def collect_artifacts(
     shared = functools.cache(lambda: project_context(config))
     package = functools.cache(lambda: package_context(config, ops))
     # Formulas call the ops they name through their wrappers; the keys of an op's files
-    # cover the specs of every op it names (Note [Generate cache] in inputs.py).
+    # cover the specs of every op it names (Note [Generate cache] in incremental/inputs.py).
     callable_ops = functools.cache(lambda: siblings(ops))
     cpp_contexts: dict[str, Callable[[], dict[str, Any]]] = {}
     if any(op.backend == Backend.CPP for op in ops):

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from ..api.context import spec_path
 from ..api.names import kernel_raise
 from ..spec.model import Backend, OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header
+from ..spec.paths import Owner
+from . import Artifact, Context, header
 
 __all__ = [
     "kernel_path",

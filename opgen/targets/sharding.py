@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from ..api.context import spec_path
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header
+from ..spec.paths import Owner
+from . import Artifact, Context, header
 
 __all__ = [
     "SHARDING_TEST",

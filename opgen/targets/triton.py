@@ -13,7 +13,8 @@ from collections.abc import Callable
 from ..api.context import spec_path
 from ..api.names import kernel_raise
 from ..spec.model import OpSpec, ProjectConfig
-from . import Artifact, Context, Owner, header
+from ..spec.paths import Owner
+from . import Artifact, Context, header
 from .python import kernel_path
 
 __all__ = ["triton_kernel_artifact"]

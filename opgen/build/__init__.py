@@ -1,0 +1,1 @@
+"""`opgen build`: the ninja plan, the toolchain it finds, the build stamp."""

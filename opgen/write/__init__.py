@@ -1,0 +1,1 @@
+"""Changing a project's files: confined file operations, the plan of a run, merges, the manifest."""
