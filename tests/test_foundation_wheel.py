@@ -1,7 +1,9 @@
-"""The wheel carries the templates: install it into a fresh venv and generate an op from it."""
+"""opgen's wheel carries every module and template: installed into a fresh venv, each module imports
+from the installed copy, and it generates an op."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,29 +17,85 @@ from _support import REPO, clean_env, make_venv
 pytestmark = pytest.mark.slow  # builds a wheel and a venv
 
 
-def test_wheel_installs_and_generates(tmp_path: Path):
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """opgen's wheel (not an editable install), installed with --no-deps into a fresh venv that
+    takes torch, jinja2 and typer from the running interpreter: (the wheel, the venv's python)."""
+    root = tmp_path_factory.mktemp("wheel")
+    # A copy of what the wheel is made of: setuptools reuses the checkout's build/ folder, whose
+    # stale modules would hide a package missing from pyproject's list.
+    source = root / "source"
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        source.mkdir(exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    for folder in ("opgen", "templates"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    dist = root / "dist"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source)],
         check=True,
         timeout=300,
     )
     (wheel,) = dist.glob("opgen-*.whl")
+    python = make_venv(root / "venv")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)], check=True, timeout=300, env=clean_env())
+    return wheel, python
+
+
+def _checkout_modules() -> list[str]:
+    """Every module and package of opgen in the checkout, as dotted names."""
+    names = []
+    for path in sorted((REPO / "opgen").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__main__":  # running it is `python -m opgen`, checked below
+            continue
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_wheel_holds_every_module_and_template(installed: tuple[Path, Path]):
+    wheel, _ = installed
     with zipfile.ZipFile(wheel) as archive:
         shipped = set(archive.namelist())
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "opgen").rglob("*.py")}
-    templates = {"opgen/" + p.relative_to(REPO).as_posix() for p in (REPO / "templates").rglob("*.j2")}
-    assert sources - shipped == set(), "modules missing from the wheel"
+    templates = {"opgen/" + p.relative_to(REPO).as_posix() for p in (REPO / "templates").rglob("*") if p.is_file()}
+    assert len(templates) > 20, "the built-in templates are not where this test looks"
+    assert sources - shipped == set(), "modules missing from the wheel: list their package in [tool.setuptools] packages"
     assert templates - shipped == set(), "templates missing from the wheel"
-    env_dir = tmp_path / "venv"
-    python = make_venv(env_dir)
+
+
+_IMPORT_ALL = """
+import importlib, json, sys
+where = {}
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    where[name] = getattr(module, "__file__", None)
+print(json.dumps(where))
+"""
+
+
+def test_every_module_imports_from_the_installed_wheel(installed: tuple[Path, Path], tmp_path: Path):
+    _, python = installed
+    modules = _checkout_modules()
+    assert "opgen.spec.model" in modules and "opgen.targets" in modules
+    run = subprocess.run([python, "-c", _IMPORT_ALL, *modules], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
+    assert run.returncode == 0, run.stdout + run.stderr
+    where = json.loads(run.stdout)
+    venv = python.parent.parent
+    not_installed = {name: file for name, file in where.items() if file is None or not Path(file).is_relative_to(venv)}
+    assert not_installed == {}, "imported from outside the installed wheel"
+    version = subprocess.run([python, "-m", "opgen", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env())
+    assert version.returncode == 0, version.stdout + version.stderr
+
+
+def test_wheel_installs_and_generates(installed: tuple[Path, Path], tmp_path: Path):
+    _, python = installed
     env = clean_env()
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)], check=True, timeout=300, env=env)
     where = subprocess.run([python, "-c", "import opgen; print(opgen.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True, env=env)
-    assert where.stdout.startswith(str(env_dir)), where.stdout
+    assert where.stdout.startswith(str(python.parent.parent)), where.stdout
     project = tmp_path / "project"
     project.mkdir()
-    new = subprocess.run([env_dir / "bin" / "opgen", "new", "mylib::foo"], cwd=project, capture_output=True, text=True, timeout=300, env=env)
+    new = subprocess.run([python.parent / "opgen", "new", "mylib::foo"], cwd=project, capture_output=True, text=True, timeout=300, env=env)
     assert new.returncode == 0, new.stdout + new.stderr
     assert "@generated by opgen" in (project / "mylib" / "_generated" / "foo.py").read_text()
     assert (project / "tests" / "test_foo.py").is_file()
