@@ -17,7 +17,7 @@ from pathlib import Path
 import black
 import pytest
 import test_cpp_templates as cpp_cases
-import test_foundation_templates as python_cases
+import test_template_cases as python_cases
 
 import opgen.render.outputs as outputs
 from opgen.api.layout import wrapped

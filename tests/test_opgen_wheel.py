@@ -114,7 +114,7 @@ def test_wheel_test_passes_inside_a_venv_whose_base_lacks_the_dependencies(tmp_p
         pytest.skip(f"{_OTHER_PYTHON} has typer: it cannot stand for a bare base interpreter")
     outer = make_venv(tmp_path / "outer", python=_OTHER_PYTHON)  # like a user's venv: deps only there
     run = subprocess.run(
-        [outer, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_foundation_wheel.py", "-k", "test_wheel_installs_and_generates"],
+        [outer, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_opgen_wheel.py", "-k", "test_wheel_installs_and_generates"],
         cwd=REPO,
         capture_output=True,
         text=True,

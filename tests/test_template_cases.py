@@ -2,7 +2,7 @@
 
 A case file holds a spec, then one `# output: PATH` section per generated file
 to compare. Regenerate the expected text (after reviewing the change) with
-OPGEN_UPDATE_CASES=1 python -m pytest tests/test_foundation_templates.py
+OPGEN_UPDATE_CASES=1 python -m pytest tests/test_template_cases.py
 """
 
 from __future__ import annotations
