@@ -29,7 +29,7 @@ from ..spec.model import Arg, OpSpec
 from . import cpp
 from .layout import wrapped
 from .literals import literal
-from .names import Namer
+from .names import Namer, cpp_parameter_names
 
 __all__ = ["python_arg_checks", "python_kernel_checks", "cpp_boundary_checks", "op_variable"]
 
@@ -121,13 +121,13 @@ def _parenthesized(torch: str, code: str, parts: list[str]) -> dict[str, Any]:
 
 def op_variable(op: OpSpec) -> str:
     """The C++ name of the checking function's `op` (the op's name), unlike every parameter's."""
-    return Namer(set(cpp.cpp_parameter_names(op).values()))("op")
+    return Namer(set(cpp_parameter_names(op).values()))("op")
 
 
 def cpp_boundary_checks(op: OpSpec, device: str) -> list[str]:
     """The body lines of the checking function that wraps `op`'s kernel for `device` (C++)."""
     target = op.cpp_target
-    p = cpp.cpp_parameter_names(op)
+    p = cpp_parameter_names(op)
     on = "is_cpu" if device == "cpu" else "is_cuda"
     q = cpp.cpp_string(op.qualname)
     op_, t = op_variable(op), Namer(set(p.values()) | {op_variable(op)})("t")

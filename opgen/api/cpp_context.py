@@ -19,7 +19,7 @@ from .arg_checks import cpp_boundary_checks, op_variable
 from .autograd_kind import cpp_mutation_fallbacks
 from .build_settings import setup_settings
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
-from .names import Namer, cpp_safe
+from .names import Namer, cpp_parameter_names, cpp_safe
 
 __all__ = [
     "CppFiles",
@@ -87,7 +87,7 @@ class StubNames:
 
 
 def stub_names(op: OpSpec) -> StubNames:
-    params = cpp.cpp_parameter_names(op)
+    params = cpp_parameter_names(op)
     namer = Namer(set(params.values()))
     contiguous = {
         a.name: namer(cpp_safe(f"{a.name}_c"))
@@ -319,7 +319,7 @@ def cpp_project_context(
                     "checked": f"{cpp.kernel_name(op, d)}_checked",
                     "return_type": c["return_type"],
                     "parameters": c["parameters"],
-                    "arguments": ", ".join(cpp.cpp_parameter_names(op)[a.name] for a in op.args),
+                    "arguments": ", ".join(cpp_parameter_names(op)[a.name] for a in op.args),
                     "checks": cpp_boundary_checks(op, d),
                     "op_variable": op_variable(op),
                 }

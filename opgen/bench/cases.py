@@ -97,7 +97,7 @@ def _eval(text: str, names: dict[str, Any]) -> Any:
     return eval(compile(text, "<bench>", "eval"), scope)  # spec expressions, checked by validate
 
 
-def _shape(template: tuple, size: dict[str, int], name: str) -> tuple[int, ...]:
+def _shape(template: tuple[int | str, ...], size: dict[str, int], name: str) -> tuple[int, ...]:
     dims = []
     for dim in template:
         value = dim if isinstance(dim, int) else _eval(dim, dict(size))

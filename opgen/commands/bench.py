@@ -245,7 +245,7 @@ def _print(
         "(PyTorch's op), original (the original library's op); vs best = time(fastest baseline) / "
         "time(opgen)\n"
     )
-    groups: dict[tuple[str, str], list] = {}
+    groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)
     for group in groups.values():

@@ -137,7 +137,7 @@ def original_modules(text: str, known: set[str]) -> tuple[str, ...]:
     return tuple(roots)
 
 
-def _dtypes(sink: DiagnosticSink, doc: LoadedToml, table: dict) -> tuple[str, ...]:
+def _dtypes(sink: DiagnosticSink, doc: LoadedToml, table: dict[str, Any]) -> tuple[str, ...]:
     """`dtype = "float32"` or `dtypes = [...]`: the dtypes every size is timed in."""
     if "dtype" in table and "dtypes" in table:
         sink.error(
@@ -170,7 +170,7 @@ def _dtypes(sink: DiagnosticSink, doc: LoadedToml, table: dict) -> tuple[str, ..
 def build_bench(
     sink: DiagnosticSink,
     doc: LoadedToml,
-    table: dict,
+    table: dict[str, Any],
     args: tuple[Arg, ...],
     expr_globals: tuple[str, ...],
 ) -> BenchSpec:

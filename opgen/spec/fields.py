@@ -49,7 +49,7 @@ def check_keys(
     doc: LoadedToml,
     table: dict[str, Any],
     allowed: Iterable[str],
-    prefix: tuple[str, ...],
+    prefix: tuple[str | int, ...],
 ) -> None:
     for key in table:
         if key not in allowed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import DiagnosticSink
 from .dialect.types import TypeKind
@@ -15,6 +15,9 @@ from .fields import check_keys, shown, suggest, typed
 from .load import LoadedToml
 from .model import MAX_SAMPLE_ELEMENTS, NONE_SAMPLE, Arg, Sample, TensorSample, TestSpec
 from .types import DTYPES
+
+# The keys and list indices that lead to a value in the spec file, as LoadedToml.line takes them
+_KeyPath = tuple[str | int, ...]
 
 __all__ = ["build_test", "helper_name", "TEST_KEYS"]
 
@@ -60,7 +63,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: Any) -> TypeGuard[int | float]:
     """A finite int or float: generated code writes it back as a Python literal."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -96,7 +99,7 @@ def _nested(value: Any) -> tuple[tuple[int, ...], Any] | None:
 
 
 def _tensor_shape(
-    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str
+    sink: DiagnosticSink, doc: LoadedToml, value: dict[str, Any], path: _KeyPath, name: str
 ) -> tuple[tuple[int, ...], Any] | None:
     """The sample's shape and, for `values = [...]`, its contents."""
     shape = value.get("shape")
@@ -138,7 +141,12 @@ def _tensor_shape(
 
 
 def _check_offsets(
-    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str, shape: tuple
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    value: dict[str, Any],
+    path: _KeyPath,
+    name: str,
+    shape: tuple[int, ...],
 ) -> None:
     """`offsets = true` draws lengths and writes 0 and their running sums: an integer vector."""
     hint = f'e.g. {name} = {{shape = [5], dtype = "int64", offsets = true, low = 0, high = 4}}'
@@ -169,7 +177,7 @@ def _check_offsets(
 
 
 def _tensor_sample(
-    sink: DiagnosticSink, doc: LoadedToml, value: dict, path: tuple, name: str
+    sink: DiagnosticSink, doc: LoadedToml, value: dict[str, Any], path: _KeyPath, name: str
 ) -> TensorSample | None:
     check_keys(sink, doc, value, _TENSOR_SAMPLE_KEYS, path)
     if "none" in value:
@@ -225,7 +233,9 @@ def _tensor_sample(
     )
 
 
-def _none_sample(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: tuple) -> Any:
+def _none_sample(
+    sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: _KeyPath
+) -> Any:
     """`{none = true}`: the argument is passed as None (TOML has no null)."""
     if value != {"none": True}:
         sink.error(
@@ -245,7 +255,7 @@ def _none_sample(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, pa
 
 
 def _tensor_list_item(
-    sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: dict, path: tuple
+    sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: dict[str, Any], path: _KeyPath
 ) -> Any:
     """An item of a Tensor[] sample; `Tensor?[]` items may be `{none = true}`."""
     if "none" in value and arg.family == "Tensor?[]":
@@ -260,7 +270,9 @@ def _tensor_list_item(
     return _tensor_sample(sink, doc, value, path, arg.name)
 
 
-def _sample_value(sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: tuple) -> Any:
+def _sample_value(
+    sink: DiagnosticSink, doc: LoadedToml, arg: Arg, value: Any, path: _KeyPath
+) -> Any:
     if isinstance(value, dict) and "none" in value:
         return _none_sample(sink, doc, arg, value, path)
     if arg.is_tensor:
@@ -387,7 +399,9 @@ def _samples(
     return samples
 
 
-def helper_name(sink: DiagnosticSink, doc: LoadedToml, table: dict, *path: str) -> str | None:
+def helper_name(
+    sink: DiagnosticSink, doc: LoadedToml, table: dict[str, Any], *path: str
+) -> str | None:
     """A function name in the project's `<package>/testing_helpers.py` (Note [Testing helpers])."""
     value = table.get(path[-1])
     if value is None:
@@ -443,7 +457,7 @@ def _tolerance(
 def build_test(
     sink: DiagnosticSink,
     doc: LoadedToml,
-    table: dict,
+    table: dict[str, Any],
     args: tuple[Arg, ...],
     expr_globals: tuple[str, ...],
     max_sample_elements: int = MAX_SAMPLE_ELEMENTS,

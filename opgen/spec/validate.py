@@ -55,7 +55,7 @@ def _choice(
     default: str,
 ) -> str:
     value = data.get(key, default)
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         sink.error(
             doc.line(key), f"{key} is {shown(value)}", f"use one of {', '.join(map(repr, choices))}"
         )
@@ -212,8 +212,9 @@ def _registration(
     spec itself asks for custom_op (then it is an error saying why).
     """
     why = custom_op_refusal(args, rets, name[2] if name is not None else "")
-    if why is None or values["registration"] == "library":
-        return values["registration"]
+    registration: str = values["registration"]
+    if why is None or registration == "library":
+        return registration
     if data.get("registration") == "custom_op":
         sink.error(
             doc.line("registration"),
@@ -334,7 +335,7 @@ def _triton(
         return "error"
     check_keys(sink, doc, table, ("cpu",), ("triton",))
     cpu = table.get("cpu", "error")
-    if cpu not in TRITON_CPU_CHOICES:
+    if not isinstance(cpu, str) or cpu not in TRITON_CPU_CHOICES:
         sink.error(
             doc.line("triton", "cpu"),
             f"[triton] cpu is {shown(cpu)}",

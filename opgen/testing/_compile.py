@@ -33,7 +33,8 @@ _ALIAS_ERROR = "Found a custom \\(non-ATen\\) operator whose output has alias an
 def _unsupported() -> type[BaseException]:
     from torch._dynamo.exc import Unsupported
 
-    return Unsupported
+    unsupported: type[BaseException] = Unsupported
+    return unsupported
 
 
 def _grads_of(out: Any, kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
