@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..errors import DiagnosticSink
 from .build_settings import build_settings
@@ -39,6 +40,18 @@ _COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 def build_config(doc: LoadedToml) -> ProjectConfig:
     sink = DiagnosticSink(doc.path)
     root = doc.path.parent
+    project, options = _tables(sink, doc)
+    values = _project_values(sink, doc, project)
+    values |= _choice_options(sink, doc, options)
+    values |= _list_and_path_options(sink, doc, options, root)
+    if "build" in doc.data:  # Note [Build settings] in spec/build_settings.py
+        values["build"] = build_settings(sink, doc, doc.data["build"], root, per_op=False)
+    sink.raise_if_any()
+    return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+
+
+def _tables(sink: DiagnosticSink, doc: LoadedToml) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The [project] and [options] tables; an unknown table or key is an error."""
     for key in doc.data:
         if key not in ("project", "options", "build"):
             sink.error(
@@ -67,6 +80,13 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             sink.error(
                 doc.line("options", key), f"unknown key 'options.{key}'", suggest(key, _OPTION_KEYS)
             )
+    return project, options
+
+
+def _project_values(
+    sink: DiagnosticSink, doc: LoadedToml, project: dict[str, Any]
+) -> dict[str, object]:
+    """The namespace and the package, both required."""
     values: dict[str, object] = {}
     for key in _PROJECT_KEYS:
         value = project.get(key)
@@ -91,6 +111,14 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
                 "choose your own library name, e.g. 'mylib'",
             )
         values[key] = value
+    return values
+
+
+def _choice_options(
+    sink: DiagnosticSink, doc: LoadedToml, options: dict[str, Any]
+) -> dict[str, object]:
+    """The options that take one value of a few: the choices, the torch version, pybind."""
+    values: dict[str, object] = {}
     for key, choices in (
         ("backend", BACKENDS),
         ("cpp_target", CPP_TARGETS),
@@ -125,6 +153,14 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["pybind"] = options["pybind"]
+    return values
+
+
+def _list_and_path_options(
+    sink: DiagnosticSink, doc: LoadedToml, options: dict[str, Any], root: Path
+) -> dict[str, object]:
+    """private_torch (a list of checks), max_sample_elements and the templates folder."""
+    values: dict[str, object] = {}
     if "private_torch" in options:
         checks = options["private_torch"]
         wrong = (
@@ -162,10 +198,7 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
             )
         else:
             values["templates"] = resolved
-    if "build" in doc.data:  # Note [Build settings] in spec/build_settings.py
-        values["build"] = build_settings(sink, doc, doc.data["build"], root, per_op=False)
-    sink.raise_if_any()
-    return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+    return values
 
 
 def _folder(root: Path, name: object) -> tuple[Path | None, str]:

@@ -45,62 +45,92 @@ def _header_depth(match: re.Match[str]) -> int:
 
 def nesting_depth(text: str, limit: int = MAX_NESTING) -> tuple[int, int] | None:
     """The first (depth, line) where `text` nests deeper than `limit`; None when it never does."""
-    table = 0  # depth of the current [table] header
-    top_key = 0  # tables the dotted key being assigned at the top level opens (`a.b.c =`: 2)
-    stack: list[list[int]] = []  # open arrays (0) and inline tables (1), each with its key's tables
-    in_key, dots, line, pos = True, 0, 1, 0
+    return _DepthScan(text, limit).run()
 
-    def depth() -> int:
-        return table + top_key + sum(1 + key for _, key in stack)
 
-    while token := (_ARRAY_TOKEN if stack and not stack[-1][0] else _TOKEN).search(text, pos):
-        kind, pos = token.group(), token.end()
-        if kind in _STRING_END:
-            end = _STRING_END[kind].match(text, pos)
-            if end is not None:
-                stop = end.end()
-            else:  # not closed: let tomllib report it
-                stop = text.find("\n", pos) if "\n" in text[pos:] else len(text)
-            line += text.count("\n", pos, stop)
-            pos = stop
-        elif kind == "#":
-            newline = text.find("\n", pos)
-            pos = len(text) if newline < 0 else newline
-        elif kind == "\n":
-            line += 1
-            if not stack:
-                in_key, dots, top_key = True, 0, 0
-        elif in_key:
-            if kind == ".":
-                dots += 1
-                if depth() + dots > limit:
-                    return depth() + dots, line
-            elif kind == "=":
-                if stack:
-                    stack[-1][1] = dots
-                else:
-                    top_key = dots
-                in_key, dots = False, 0
-                if depth() > limit:
-                    return depth(), line
-            elif kind == "[" and not stack:
-                header = _HEADER.match(text, token.start())
-                if header is not None:
-                    table, top_key, pos = _header_depth(header), 0, header.end()
-                    if table > limit:
-                        return table, line
-            elif kind == "}" and stack:
-                stack.pop()
-                in_key = False
-        elif kind in "[{":
-            stack.append([int(kind == "{"), 0])
-            in_key, dots = kind == "{", 0
-            if depth() > limit:
-                return depth(), line
-        elif kind in "]}":
-            if stack:
-                stack.pop()
-        elif kind == "," and stack and stack[-1][0] == 1:
-            stack[-1][1] = 0
-            in_key, dots = True, 0
-    return None
+class _DepthScan:
+    """The tokenizer's state while it walks one text (Note [Bounded input])."""
+
+    def __init__(self, text: str, limit: int) -> None:
+        self.text, self.limit = text, limit
+        self.table = 0  # depth of the current [table] header
+        self.top_key = (
+            0  # tables the dotted key being assigned at the top level opens (`a.b.c =`: 2)
+        )
+        # open arrays (0) and inline tables (1), each with its key's tables
+        self.stack: list[list[int]] = []
+        self.in_key, self.dots, self.line, self.pos = True, 0, 1, 0
+
+    def depth(self) -> int:
+        return self.table + self.top_key + sum(1 + key for _, key in self.stack)
+
+    def run(self) -> tuple[int, int] | None:
+        while token := (_ARRAY_TOKEN if self.stack and not self.stack[-1][0] else _TOKEN).search(
+            self.text, self.pos
+        ):
+            kind, self.pos = token.group(), token.end()
+            if kind in _STRING_END:
+                self._skip_string(kind)
+            elif kind == "#":
+                newline = self.text.find("\n", self.pos)
+                self.pos = len(self.text) if newline < 0 else newline
+            elif kind == "\n":
+                self.line += 1
+                if not self.stack:
+                    self.in_key, self.dots, self.top_key = True, 0, 0
+            else:
+                found = (
+                    self._key_token(kind, token.start()) if self.in_key else self._value_token(kind)
+                )
+                if found is not None:
+                    return found
+        return None
+
+    def _too_deep(self, depth: int) -> tuple[int, int] | None:
+        return (depth, self.line) if depth > self.limit else None
+
+    def _skip_string(self, quotes: str) -> None:
+        text, pos = self.text, self.pos
+        end = _STRING_END[quotes].match(text, pos)
+        if end is not None:
+            stop = end.end()
+        else:  # not closed: let tomllib report it
+            stop = text.find("\n", pos) if "\n" in text[pos:] else len(text)
+        self.line += text.count("\n", pos, stop)
+        self.pos = stop
+
+    def _key_token(self, kind: str, start: int) -> tuple[int, int] | None:
+        """A token of a key (dotted, assigned, or a table header)."""
+        if kind == ".":
+            self.dots += 1
+            return self._too_deep(self.depth() + self.dots)
+        if kind == "=":
+            if self.stack:
+                self.stack[-1][1] = self.dots
+            else:
+                self.top_key = self.dots
+            self.in_key, self.dots = False, 0
+            return self._too_deep(self.depth())
+        if kind == "[" and not self.stack:
+            header = _HEADER.match(self.text, start)
+            if header is not None:
+                self.table, self.top_key, self.pos = _header_depth(header), 0, header.end()
+                return self._too_deep(self.table)
+        elif kind == "}" and self.stack:
+            self.stack.pop()
+            self.in_key = False
+        return None
+
+    def _value_token(self, kind: str) -> tuple[int, int] | None:
+        """A token of a value: arrays and inline tables open and close, commas start keys."""
+        if kind in "[{":
+            self.stack.append([int(kind == "{"), 0])
+            self.in_key, self.dots = kind == "{", 0
+            return self._too_deep(self.depth())
+        if kind in "]}":
+            if self.stack:
+                self.stack.pop()
+        elif kind == "," and self.stack and self.stack[-1][0] == 1:
+            self.stack[-1][1] = 0
+            self.in_key, self.dots = True, 0
+        return None
