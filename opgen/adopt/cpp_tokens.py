@@ -107,77 +107,92 @@ def tokenize(source: str) -> list[Token]:
     i, line, n = 0, 1, len(source)
     at_line_start = True
     while i < n:
-        ch = source[i]
-        if ch == "\n":
+        skipped = _skip_blank(source, i, line, at_line_start)
+        if skipped is not None:
+            i, line, at_line_start = skipped
+            continue
+        at_line_start = False
+        token, i, line = _next_token(source, i, line)
+        if token is not None:
+            tokens.append(token)
+    return tokens
+
+
+def _skip_blank(
+    source: str, i: int, line: int, at_line_start: bool
+) -> tuple[int, int, bool] | None:
+    """(offset, line, at a line's start) past the blank, comment or preprocessor line at `i`;
+    None when a token starts there."""
+    ch = source[i]
+    if ch == "\n":
+        return i + 1, line + 1, True
+    if ch in " \t\r\f\v":
+        return i + 1, line, at_line_start
+    if source.startswith("\\\n", i):
+        return i + 2, line + 1, at_line_start
+    if source.startswith("//", i):
+        return *_skip_line_comment(source, i, line), at_line_start
+    if source.startswith("/*", i):
+        end = source.find("*/", i + 2)
+        if end < 0:
+            raise TokenizeError("unterminated /* comment", line)
+        return end + 2, line + source.count("\n", i, end), at_line_start
+    if ch == "#" and at_line_start:
+        return *_skip_preprocessor_line(source, i, line), at_line_start
+    return None
+
+
+def _skip_line_comment(source: str, i: int, line: int) -> tuple[int, int]:
+    n = len(source)
+    while i < n and source[i] != "\n":
+        if source.startswith("\\\n", i):  # a continued comment swallows the next line
             line += 1
             i += 1
-            at_line_start = True
-            continue
-        if ch in " \t\r\f\v":
-            i += 1
-            continue
+        i += 1
+    return i, line
+
+
+def _skip_preprocessor_line(source: str, i: int, line: int) -> tuple[int, int]:
+    """Past a preprocessor line, its continuations and the comments in it included."""
+    n = len(source)
+    while i < n and source[i] != "\n":
         if source.startswith("\\\n", i):
-            i += 2
             line += 1
-            continue
-        if source.startswith("//", i):
-            while i < n and source[i] != "\n":
-                if source.startswith("\\\n", i):  # a continued comment swallows the next line
-                    line += 1
-                    i += 1
-                i += 1
+            i += 2
             continue
         if source.startswith("/*", i):
             end = source.find("*/", i + 2)
-            if end < 0:
-                raise TokenizeError("unterminated /* comment", line)
+            end = n if end < 0 else end + 2
             line += source.count("\n", i, end)
-            i = end + 2
+            i = end
             continue
-        if ch == "#" and at_line_start:  # a preprocessor line, continuations included
-            while i < n and source[i] != "\n":
-                if source.startswith("\\\n", i):
-                    line += 1
-                    i += 2
-                    continue
-                if source.startswith("/*", i):
-                    end = source.find("*/", i + 2)
-                    end = n if end < 0 else end + 2
-                    line += source.count("\n", i, end)
-                    i = end
-                    continue
-                i += 1
-            continue
-        at_line_start = False
-        start, first_line = i, line
-        raw = _RAW_OPEN.match(source, i)
-        if raw:
-            closing = f'){raw.group(1)}"'
-            end = source.find(closing, raw.end())
-            if end < 0:
-                raise TokenizeError(f'raw string literal R"{raw.group(1)}( is never closed', line)
-            value = source[raw.end() : end]
-            i = end + len(closing)
-            line += source.count("\n", start, i)
-            tokens.append(Token("string", value, first_line, start, i))
-            continue
-        opener = _STRING_OPEN.match(source, i)
-        if opener:
-            i = _quoted_end(source, opener.end(), '"', line)
-            body = source[opener.end() : i - 1]
-            tokens.append(Token("string", _decode(body, line), first_line, start, i))
-            continue
-        opener = _CHAR_OPEN.match(source, i)
-        if opener:
-            i = _quoted_end(source, opener.end(), "'", line)
-            tokens.append(Token("char", source[start:i], first_line, start, i))
-            continue
-        for kind, pattern in (("ident", _IDENT), ("number", _NUMBER), ("punct", _PUNCT)):
-            match = pattern.match(source, i)
-            if match:
-                i = match.end()
-                tokens.append(Token(kind, match.group(), first_line, start, i))
-                break
-        else:
-            i += 1  # a character C++ has no token for: not ours to judge
-    return tokens
+        i += 1
+    return i, line
+
+
+def _next_token(source: str, i: int, line: int) -> tuple[Token | None, int, int]:
+    """(the token at `i`, or None for a character C++ has no token for; offset; line) after it."""
+    start = i
+    raw = _RAW_OPEN.match(source, i)
+    if raw:
+        closing = f'){raw.group(1)}"'
+        end = source.find(closing, raw.end())
+        if end < 0:
+            raise TokenizeError(f'raw string literal R"{raw.group(1)}( is never closed', line)
+        i = end + len(closing)
+        token = Token("string", source[raw.end() : end], line, start, i)
+        return token, i, line + source.count("\n", start, i)
+    opener = _STRING_OPEN.match(source, i)
+    if opener:
+        i = _quoted_end(source, opener.end(), '"', line)
+        body = source[opener.end() : i - 1]
+        return Token("string", _decode(body, line), line, start, i), i, line
+    opener = _CHAR_OPEN.match(source, i)
+    if opener:
+        i = _quoted_end(source, opener.end(), "'", line)
+        return Token("char", source[start:i], line, start, i), i, line
+    for kind, pattern in (("ident", _IDENT), ("number", _NUMBER), ("punct", _PUNCT)):
+        match = pattern.match(source, i)
+        if match:
+            return Token(kind, match.group(), line, start, match.end()), match.end(), line
+    return None, i + 1, line  # not ours to judge
