@@ -77,7 +77,8 @@ def _torch_cuda_home() -> str | None:
     """torch's own guess at the CUDA folder; importing cpp_extension costs ~0.2 s, so only here."""
     from torch.utils.cpp_extension import CUDA_HOME
 
-    return CUDA_HOME
+    cuda_home: str | None = CUDA_HOME
+    return cuda_home
 
 
 def find_toolchain(cuda: bool = True) -> Toolchain:

@@ -38,6 +38,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "STAMP_FILE",
@@ -142,7 +143,7 @@ def _tree(root: Path, folder: str) -> Iterable[str]:
     return found
 
 
-def _config(root: Path) -> dict:
+def _config(root: Path) -> dict[str, Any]:
     try:
         with open(root / "opgen.toml", "rb") as handle:
             return tomllib.load(handle)

@@ -50,6 +50,7 @@ __all__ = [
     "folder_identity",
     "combine",
     "spec_files",
+    "CONFIG_FILE",
     "OPS_DIR",
     "EJECTED_FILE",
 ]

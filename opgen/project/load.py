@@ -270,7 +270,7 @@ def _remember_specs(cache: GenerateCache, specs: list[_Spec], root: Path) -> Non
         cache.dirty = True
 
 
-def _declared_name(data: dict) -> str | None:
+def _declared_name(data: dict[str, Any]) -> str | None:
     name = data.get("name")
     if isinstance(name, str) and "::" in name:
         return name.split("::", 1)[1].split(".", 1)[0]

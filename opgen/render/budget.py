@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import Diagnostic, OpgenError
 
@@ -27,6 +27,8 @@ __all__ = [
 
 SECONDS_VARIABLE = "OPGEN_RENDER_SECONDS"
 MB_VARIABLE = "OPGEN_RENDER_MB"
+_V = TypeVar("_V")  # a value a template built, returned as it came
+
 _MIB = 1 << 20
 ITEM = 8  # what an item of a list (a reference) counts, in characters
 _MAX_INT_BITS = 1 << 16  # integers a template builds with * and **: ~20,000 digits
@@ -140,7 +142,7 @@ class RenderBudget:
         if self.left < 0:
             raise self._too_large(what, size)
 
-    def build_value(self, value: Any, what: str) -> Any:
+    def build_value(self, value: _V, what: str) -> _V:
         """Count a value the template built (a text, bytes or a container); returns it."""
         if isinstance(value, (str, bytes)):
             self.build(len(value), what)
@@ -174,12 +176,14 @@ class RenderBudget:
 
     def text(self, value: Any, what: str = "writing a value") -> str:
         """`str(value)` for the output, measured before it is made, and counted as written."""
-        if type(value) is not str:
+        if type(value) is str:
+            text: str = value
+        else:
             if self.measure(value) > self.left_to_write:
                 raise self._too_much_output(what)
-            value = str(value)
-        self.write(len(value), what)
-        return value
+            text = str(value)
+        self.write(len(text), what)
+        return text
 
     def measure(self, value: Any) -> int:
         """An estimate of `len(str(value))`, from above where it can be, without building it.
@@ -274,7 +278,7 @@ def _repr_size(text: str) -> int:
     return size + escaped + (0 if plain.isprintable() else 3 * len(plain))
 
 
-def _namespace_attrs(value: Any) -> dict | None:
+def _namespace_attrs(value: Any) -> dict[str, Any] | None:
     """The attributes of a jinja2 `namespace()`, whose repr prints them all."""
     if type(value).__name__ != "Namespace":
         return None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.exceptions
 import jinja2.sandbox
 
 from ..errors import Diagnostic, OpgenError
@@ -152,7 +153,7 @@ class Renderer:
         except RenderLimitExceeded as exc:
             where, line, via = self._locate(exc, name)
             raise OpgenError(Diagnostic(where, line, f"{exc.message}{via}", exc.hint)) from None
-        except jinja2.sandbox.SecurityError as exc:
+        except jinja2.exceptions.SecurityError as exc:
             where, line, via = self._locate(exc, name)
             raise OpgenError(
                 Diagnostic(

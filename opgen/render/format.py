@@ -65,7 +65,7 @@ def format_python(text: str, template: str, path: str) -> str:
         _MODE = black.Mode(line_length=LINE_LENGTH)
     try:
         return black.format_str(text, mode=_MODE)
-    except black.InvalidInput as exc:
+    except black.parsing.InvalidInput as exc:
         raise OpgenError(
             Diagnostic(
                 None,

@@ -97,7 +97,8 @@ def _tick(context: jinja2.runtime.Context, value: Any) -> Any:
 
 @jinja2.pass_context
 def _text(context: jinja2.runtime.Context, value: Any) -> str:
-    return context.environment.budget.text(value)  # type: ignore[attr-defined]
+    budget: RenderBudget = context.environment.budget  # type: ignore[attr-defined]
+    return budget.text(value)
 
 
 @jinja2.pass_context

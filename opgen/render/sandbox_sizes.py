@@ -26,7 +26,12 @@ __all__ = [
     "repeat_size",
 ]
 
-Check = Callable[[RenderBudget, Any, tuple, dict], tuple]
+# A call's positional and keyword arguments, and what a check returns: (value, args, kwargs)
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+Call = tuple[Any, Args, Kwargs]
+Check = Callable[[RenderBudget, Any, Args, Kwargs], Call]  # a filter's
+MethodCheck = Callable[[RenderBudget, Any, Args, Kwargs], tuple[Args, Kwargs]]  # a str method's
 
 
 # -- operators and str.format ----------------------------------------------------------------
@@ -87,7 +92,7 @@ def percent_size(budget: RenderBudget, template: str, args: Any) -> int:
     return total
 
 
-def format_size(budget: RenderBudget, template: str, args: tuple, kwargs: Mapping) -> None:
+def format_size(budget: RenderBudget, template: str, args: Args, kwargs: Mapping[str, Any]) -> None:
     """What `template.format(*args, **kwargs)` builds, from above (str.format, format_map)."""
     total = 0
     automatic = 0
@@ -146,14 +151,14 @@ def _replace_size(text: str, old: str, new: str, count: Any) -> int:
     return len(text) + hits * max(len(new) - len(old), 0)
 
 
-def _check_center(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_center(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     width = args[0] if args else kwargs.get("width", 80)
     if isinstance(width, int):
         budget.need(max(width, 0), f"padding to width {width}")
     return value, args, kwargs
 
 
-def _check_indent(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_indent(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     width = args[0] if args else kwargs.get("width", 4)
     prefix = width if isinstance(width, int) else len(_as_text(width))
     text = _as_text(value)
@@ -161,7 +166,7 @@ def _check_indent(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -
     return value, args, kwargs
 
 
-def _check_join(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_join(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     sep = _as_text(args[0] if args else kwargs.get("d", ""))
     attribute = args[1] if len(args) > 1 else kwargs.get("attribute")
     items = _items(budget, value)
@@ -172,7 +177,7 @@ def _check_join(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> 
     return items, args, kwargs
 
 
-def _check_replace(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_replace(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     old = _as_text(args[0] if args else kwargs.get("old", ""))
     new = _as_text(args[1] if len(args) > 1 else kwargs.get("new", ""))
     count = args[2] if len(args) > 2 else kwargs.get("count")
@@ -180,7 +185,7 @@ def _check_replace(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) 
     return value, args, kwargs
 
 
-def _check_wordwrap(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_wordwrap(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     width = args[0] if args else kwargs.get("width", 79)
     wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring")
     text = _as_text(value)
@@ -191,19 +196,19 @@ def _check_wordwrap(budget: RenderBudget, value: Any, args: tuple, kwargs: dict)
     return value, args, kwargs
 
 
-def _check_format(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_format(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     percent_size(budget, _as_text(value), kwargs or args)
     return value, args, kwargs
 
 
-def _check_fill(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_fill(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     count = args[0] if args else kwargs.get("linecount", kwargs.get("slices", 1))
     if isinstance(count, int):
         budget.need(count * 8, f"splitting into groups of {count}")
     return value, args, kwargs
 
 
-def _check_tojson(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_tojson(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     indent = args[0] if args else kwargs.get("indent")
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     size = budget.measure(value)
@@ -211,14 +216,14 @@ def _check_tojson(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -
     return value, args, kwargs
 
 
-def _check_urlize(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_urlize(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     text = _as_text(value)
     extra = sum(len(_as_text(kwargs.get(key) or "")) for key in ("target", "rel"))
     budget.need(3 * len(text) + len(text.split()) * (extra + 64), "making links")
     return value, args, kwargs
 
 
-def _check_sum(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_sum(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     start = args[1] if len(args) > 1 else kwargs.get("start", 0)
     if isinstance(start, (list, tuple, str)):  # sequences add up in quadratic time
         items = _items(budget, value)
@@ -228,7 +233,7 @@ def _check_sum(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> t
     return value, args, kwargs
 
 
-def _check_list(budget: RenderBudget, value: Any, args: tuple, kwargs: dict) -> tuple:
+def _check_list(budget: RenderBudget, value: Any, args: Args, kwargs: Kwargs) -> Call:
     if isinstance(value, (str, bytes, list, tuple, dict, range)):
         budget.need(len(value) * 8, "making a list")
     return value, args, kwargs
@@ -261,21 +266,25 @@ TEXT_FILTERS = {
 # -- methods of str, bytes and int ----------------------------------------------------------
 
 
-def _method_center(budget: RenderBudget, text: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_center(
+    budget: RenderBudget, text: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     width = args[0] if args else 0
     if isinstance(width, int):
         budget.need(max(width, len(text)), f"padding to width {width}")
     return args, kwargs
 
 
-def _method_expandtabs(budget: RenderBudget, text: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_expandtabs(
+    budget: RenderBudget, text: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     size = args[0] if args else kwargs.get("tabsize", 8)
     if isinstance(size, int):
         budget.need(len(text) + text.count("\t" if isinstance(text, str) else b"\t") * size, "tabs")
     return args, kwargs
 
 
-def _method_join(budget: RenderBudget, sep: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_join(budget: RenderBudget, sep: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs]:
     if args:
         items = _items(budget, args[0])
         budget.need(
@@ -287,14 +296,18 @@ def _method_join(budget: RenderBudget, sep: Any, args: tuple, kwargs: dict) -> t
     return args, kwargs
 
 
-def _method_replace(budget: RenderBudget, text: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_replace(
+    budget: RenderBudget, text: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     if len(args) >= 2 and all(isinstance(a, type(text)) for a in args[:2]):
         count = args[2] if len(args) > 2 else kwargs.get("count", -1)
         budget.need(_replace_size(text, args[0], args[1], count), "replacing")
     return args, kwargs
 
 
-def _method_translate(budget: RenderBudget, text: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_translate(
+    budget: RenderBudget, text: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     table = args[0] if args else None
     if isinstance(table, Mapping):
         longest = max((len(v) for v in table.values() if isinstance(v, (str, bytes))), default=1)
@@ -302,19 +315,23 @@ def _method_translate(budget: RenderBudget, text: Any, args: tuple, kwargs: dict
     return args, kwargs
 
 
-def _method_split(budget: RenderBudget, text: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_split(
+    budget: RenderBudget, text: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     budget.need(split_size(text, args[0] if args else kwargs.get("sep")), "splitting")
     return args, kwargs
 
 
-def _method_to_bytes(budget: RenderBudget, number: Any, args: tuple, kwargs: dict) -> tuple:
+def _method_to_bytes(
+    budget: RenderBudget, number: Any, args: Args, kwargs: Kwargs
+) -> tuple[Args, Kwargs]:
     length = args[0] if args else kwargs.get("length", 1)
     if isinstance(length, int):
         budget.need(length, f"writing {length} bytes")
     return args, kwargs
 
 
-METHOD_CHECKS: dict[str, Check] = {
+METHOD_CHECKS: dict[str, MethodCheck] = {
     **dict.fromkeys(("center", "ljust", "rjust", "zfill"), _method_center),
     "expandtabs": _method_expandtabs,
     "join": _method_join,

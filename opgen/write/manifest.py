@@ -149,7 +149,7 @@ class Manifest:
                 self.files[rel] = entry
 
     def dumps(self) -> str:
-        data: dict = {
+        data: dict[str, object] = {
             "version": _VERSION,
             "files": {k: v.to_json() for k, v in sorted(self.files.items())},
         }
