@@ -17,6 +17,8 @@ __all__ = ["Diagnostic", "OpgenError", "DiagnosticSink"]
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One problem for the user: the file and line it is in, what is wrong, and how to fix it."""
+
     path: Path | None
     line: int | None
     message: str
@@ -24,6 +26,7 @@ class Diagnostic:
     level: str = "error"
 
     def format(self, root: Path | None = None) -> str:
+        """`file:line: level: message`, then the hint; the file relative to `root` when inside it."""
         where = ""
         if self.path is not None:
             shown = _relative(self.path, root) if root is not None else self.path
@@ -67,8 +70,10 @@ class DiagnosticSink:
         self.items: list[Diagnostic] = []
 
     def error(self, line: int | None, message: str, hint: str = "") -> None:
+        """Record a problem at `line` of the sink's file; the run goes on to find the others."""
         self.items.append(Diagnostic(self.path, line, message, hint))
 
     def raise_if_any(self) -> None:
+        """Raise OpgenError with every problem recorded so far, if there is any."""
         if self.items:
             raise OpgenError(self.items)

@@ -33,7 +33,7 @@ def test_mypy() -> None:
     assert "Success" in run.stdout
 
 
-_LIBRARY = ("opgen.generate", "opgen.scaffold.new_op", "opgen.build.run", "opgen.render.overrides", "opgen.project.load", "opgen.write.project_files", "opgen.write.changes", "opgen.write.apply", "opgen.write.plan", "opgen.write.confined", "opgen.commands._tool_caches", "opgen.targets.project", "opgen.adopt.importer")
+_LIBRARY = ("opgen.spec.model", "opgen.errors", "opgen.targets", "opgen.generate", "opgen.scaffold.new_op", "opgen.build.run", "opgen.render.overrides", "opgen.project.load", "opgen.write.project_files", "opgen.write.changes", "opgen.write.apply", "opgen.write.plan", "opgen.write.confined", "opgen.commands._tool_caches", "opgen.targets.project", "opgen.adopt.importer")
 
 
 def _undocumented(module_name: str) -> list[str]:

@@ -186,6 +186,9 @@ class JvpRule:
 
 @dataclass(frozen=True)
 class TensorSample:
+    """A tensor argument of a `[[test.samples]]` entry, as written: a shape (given, or that of
+    `values`) and how to draw or fill it."""
+
     shape: tuple[int, ...]
     dtype: str | None = None
     noncontiguous: bool = False
@@ -217,6 +220,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class TestSpec:
+    """`[test]` and its `[[test.samples]]`, with the defaults of what the spec leaves out."""
+
     samples: tuple[Sample, ...]
     reference: str | None
     dtypes: tuple[str, ...] = ("float32",)
@@ -267,11 +272,18 @@ class BuildSettings:
     lines: tuple[tuple[str, int], ...] = ()
 
     def line(self, key: str) -> int | None:
+        """The line `key` is written on, or None when the table does not set it."""
         return dict(self.lines).get(key)
 
 
 @dataclass(frozen=True)
 class ProjectConfig:
+    """`opgen.toml`: the namespace and package, and the options every spec takes as its defaults.
+
+    Read from the file, defaults filled in; `root` and `path` are where it was found, and
+    `templates` is the override folder resolved inside the project.
+    """
+
     root: Path
     path: Path
     namespace: str
@@ -320,6 +332,16 @@ class ShardingSpec:
 
 @dataclass(frozen=True)
 class OpSpec:
+    """One op, as its spec file (`ops/<name>.toml`) describes it once validated.
+
+    Read from the file: the name (split into namespace, name and overload), the schema
+    (`args`, `returns`) and each table, with defaults for what is left out. Derived, so the model
+    does not round-trip to the file: `backend`, `cpp_target`, `registration` and `pybind` default
+    to opgen.toml's options; a Python op's `registration` becomes "library" when custom_op cannot
+    register its schema; `mutates` becomes the args' alias annotations; `tags` add those the
+    schema implies after the spec's own; `path` and `lines` (each key's line) serve messages.
+    """
+
     path: Path
     namespace: str
     name: str
@@ -396,6 +418,7 @@ class OpSpec:
         return any(r.aliased for r in self.returns)
 
     def arg(self, name: str) -> Arg:
+        """The argument named `name` (it must exist)."""
         return next(a for a in self.args if a.name == name)
 
 
