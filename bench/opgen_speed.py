@@ -40,7 +40,7 @@ STAGES = ("load", "validate", "render", "format", "write")
 TARGETS = {
     "opgen --help": 0.2,
     "no-op opgen generate": 0.3,
-    "regenerate after editing one spec": 0.4,
+    "regenerate after editing one spec": 0.5,
     "full regeneration (every spec changed)": 3.0,
     "opgen build, nothing changed (generated_example)": 0.5,
     "opgen build, cold (generated_example, for reference)": None,

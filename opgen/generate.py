@@ -1,43 +1,43 @@
-"""load -> validate -> render -> format -> plan -> write: one `opgen generate` run.
+"""load -> validate -> collect -> render -> format -> plan -> write: one `opgen generate` run.
 
-Work whose inputs did not change is skipped (Note [Generate cache] in
-incremental/inputs.py). The modules of validation, rendering and formatting are imported
-inside `_regenerate`, not here: a run that replays a settled plan needs none
-of them, and `opgen generate` on an unchanged project stays light.
+The file a newcomer opens first: `generate` calls each stage once, by name, in
+order (ARCHITECTURE.md draws them). Work whose inputs did not change is
+skipped inside the stages, not here: a spec whose key is unchanged is not
+validated again, an output whose key is unchanged is not rendered (Note
+[Generate cache] in incremental/inputs.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .api.context import spec_path
 from .errors import Diagnostic, OpgenError
-from .incremental import settled_plan
 from .incremental.generate_cache import GenerateCache
 from .incremental.inputs import (
     CONFIG_FILE,
     EJECTED_FILE,
+    builtin_templates_dir,
     environment_digest,
     folder_identity,
     templates_digest,
 )
-from .incremental.template_bytecode import CompiledTemplates
+from .project.load import Project, load_project
+from .render.output_keys import artifact_keys
+from .render.outputs import remember_outputs, render_outputs
+from .render.overrides import override_warnings
 from .spec.paths import Owner
 from .stages import Stages
-from .targets import Artifact, Context
+from .targets import Context
+from .targets.project import DeletionRules, collect_artifacts, with_first
 from .write.apply import apply_changes, needs_writing
 from .write.changes import Action, Change, summarize
 from .write.manifest import MANIFEST_FILE, Manifest
 from .write.plan import Authority, Rendered, plan_changes
 from .write.project_files import ProjectFiles
-
-if TYPE_CHECKING:
-    from .project.load import Project
 
 __all__ = ["GenerateResult", "generate", "render_all"]
 
@@ -48,7 +48,7 @@ class GenerateResult:
 
     `timings`: seconds per stage (load, validate, render, format, write).
     `spec_warnings`: warnings about valid specs (file:line, message, hint), printed
-    relative to `root`; a replayed run has them from the run it replays.
+    relative to `root`.
     """
 
     changes: list[Change]
@@ -91,9 +91,6 @@ def render_all(
 
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
-    from .render.outputs import render_outputs
-    from .targets.project import collect_artifacts
-
     return render_outputs(
         collect_artifacts(project, fresh_specs),
         ProjectFiles(project.root),
@@ -133,209 +130,102 @@ def generate(
     written by this same run: what `opgen new` hands over. A source that is on
     disk with other text stops the run, unless `replace_sources` (`opgen import
     --force`). `first` gives the first text of user files this run creates
-    (Note [Keeping kernels]).
-
-    Work whose inputs did not change is skipped (Note [Generate cache] in
-    incremental/inputs.py); `GenerateResult.timings` says where the time went.
+    (Note [Keeping kernels]). `GenerateResult.timings` says where the time went.
     """
     stages = Stages()
+    sources = dict(sources or {})
     with stages("load"):
         files = ProjectFiles(root.resolve())
         cache = GenerateCache.load(files, folder_identity(files.root), environment_digest())
         manifest = Manifest.load(files)
-        adopted = frozenset(Path(p).as_posix() for p in adopt)
-        fresh_state = not sources and not adopted and not manifest.damage
-        replayed = settled_plan.replay(files, cache, manifest, templates) if fresh_state else None
-    if replayed is None:
-        run = _Run(
-            files,
-            cache,
-            stages,
-            check or dry_run,
-            force,
-            adopted,
-            templates,
-            dict(sources or {}),
-            replace_sources,
-            dict(first or {}),
-        )
-        return run.regenerate(manifest)
-    changes, warnings, spec_warnings = replayed
-    written = not (check or dry_run)
-    if written and cache.dirty:  # files hashed again: save their stats for the next run
-        with stages("write"), files.lock():
-            warnings += _save(files, cache)
-    return GenerateResult(changes, written, warnings, stages.seconds, spec_warnings, files.root)
+    with stages("validate"):
+        project = load_project(files.root, sources, cache)
+    with stages("load"):
+        folder = templates or project.config.templates
+        warnings = override_warnings(files.root, folder)
+        if manifest.damage:
+            warnings.append(
+                f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read"
+            )
+        fresh = frozenset(sources)
+        artifacts = with_first(collect_artifacts(project, fresh), first or {})
+        template_digest = templates_digest(builtin_templates_dir(), folder)
+        keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
+    rendered = render_outputs(
+        artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
+    )
+    authority = Authority(
+        DeletionRules(project.config).refused,
+        force,
+        _adoptable(rendered, adopt, project.root),
+        frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
+    )
+    with stages("write"):
+        plan = _Plan(files, cache, rendered, authority, sources, replace_sources)
+        changes = plan.against(manifest)
+        written = not (check or dry_run) and not any(c.action.stops for c in changes)
+        if written:
+            remember_outputs(cache, rendered, keys)
+            changes, written = _write(plan, manifest, changes, project, warnings)
+    return GenerateResult(
+        changes, written, warnings, stages.seconds, list(project.warnings), project.root
+    )
 
 
-def _save(
-    files: ProjectFiles, cache: GenerateCache, compiled: CompiledTemplates | None = None
-) -> list[str]:
-    """Save the cache (and the templates compiled) if it learned something; a warning for what
-    could not be saved."""
-    problems = [compiled.save()] if compiled is not None else []
-    if cache.dirty:
-        problems.append(cache.save(files))
-    return [p for p in problems if p]
-
-
-@dataclass
-class _Run:
-    """A run where something may have changed: validate, render what changed, plan, write."""
+@dataclass(frozen=True)
+class _Plan:
+    """What a run renders and may do, planned against a manifest (once, then again under the lock)."""
 
     files: ProjectFiles
     cache: GenerateCache
-    stages: Stages
-    plan_only: bool
-    force: bool
-    adopt: frozenset[str]
-    templates: Path | None
+    rendered: list[Rendered]
+    authority: Authority
     sources: dict[str, str]
-    replace_sources: bool = False
-    first: dict[str, Context] = field(default_factory=dict)
+    replace_sources: bool
 
-    def __post_init__(self) -> None:
-        self.compiled = CompiledTemplates(self.files, self.cache)
-
-    def regenerate(self, manifest: Manifest) -> GenerateResult:
-        files, cache, stages = self.files, self.cache, self.stages
-        with stages("load"):
-            # Imported here: a run that replays a settled plan needs none of this (see the docstring).
-            from .api.context import spec_path
-            from .project.load import load_project
-            from .render.environment import builtin_templates_dir
-            from .render.output_keys import artifact_keys
-            from .render.outputs import remember_outputs, render_outputs
-            from .render.overrides import override_warnings
-            from .targets.project import collect_artifacts, removal_refused
-
-        with stages("validate"):
-            project = load_project(files.root, self.sources, cache)
-        spec_warnings = list(project.warnings)
-
-        def result(changes: list[Change], written: bool) -> GenerateResult:
-            return GenerateResult(
-                changes, written, warnings, stages.seconds, spec_warnings, project.root
-            )
-
-        with stages("load"):
-            folder = self.templates or project.config.templates
-            warnings = override_warnings(files.root, folder)
-            template_digest = templates_digest(builtin_templates_dir(), folder)
-            fresh = frozenset(self.sources)
-            artifacts = with_first(collect_artifacts(project, fresh), self.first)
-            keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
-        rendered = render_outputs(
-            artifacts,
-            files,
-            manifest,
-            folder,
-            keys=keys,
-            cache=cache,
-            stages=stages,
-            compiled=self.compiled,
-        )
-        authority = Authority(
-            functools.partial(removal_refused, project.config),
-            self.force,
-            _adoptable(rendered, self.adopt, project.root),
-            frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
-        )
-        plan = functools.partial(self._plan, rendered, authority)
-        with stages("write"):
-            changes = plan(manifest)
-            if manifest.damage:
-                warnings.append(
-                    f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read"
-                )
-            if self.plan_only or any(c.action.stops for c in changes):
-                return result(changes, False)
-            remember_outputs(cache, rendered, keys)
-            settle = functools.partial(
-                self._settle, project.digests, warnings, spec_warnings, template_digest, folder
-            )
-            if not needs_writing(files, changes, manifest):
-                settle(changes, manifest)
-                if cache.dirty or self.compiled.changed:
-                    with files.lock():
-                        warnings += _save(files, cache, self.compiled)
-                return result(changes, True)
-            with files.lock():
-                # Another run may have written since the plan above: plan again under the lock.
-                cache.forget_texts()
-                manifest = Manifest.load(files)
-                changes = plan(manifest)
-                if any(c.action.stops for c in changes):
-                    return result(changes, False)
-                apply_changes(files, changes, manifest, cache.wrote)
-                if not self.sources and not self.adopt:
-                    # what the next run plans, unless something changes meanwhile
-                    settle(plan(manifest), manifest)
-                warnings += _save(files, cache, self.compiled)
-        return result(changes, True)
-
-    def _settle(
-        self,
-        digests: Mapping[str, str],
-        warnings: list[str],
-        spec_warnings: list[Diagnostic],
-        template_digest: str,
-        folder: Path | None,
-        plan: list[Change],
-        manifest: Manifest,
-    ) -> None:
-        """Record `plan` for the next run to replay, if it writes nothing; forget files out of play."""
-        specs = {path: sha for path, sha in digests.items() if path != CONFIG_FILE}
-        replayable = not self.sources and not self.adopt and not manifest.damage
-        if replayable and not needs_writing(self.files, plan, manifest):
-            settled_plan.record(
-                self.files,
-                self.cache,
-                plan,
-                warnings,
-                spec_warnings,
-                specs,
-                template_digest,
-                folder,
-                self.templates,
-            )
-        in_play = {c.path for c in plan} | set(digests) | {MANIFEST_FILE, EJECTED_FILE}
-        self.cache.keep_files(in_play)
-
-    def _plan(
-        self, rendered: list[Rendered], authority: Authority, manifest: Manifest
-    ) -> list[Change]:
+    def against(self, manifest: Manifest) -> list[Change]:
         return plan_changes(
             self.files,
-            rendered,
+            self.rendered,
             manifest,
-            authority,
+            self.authority,
             self.sources,
             self.cache.disk(self.files),
             replace_sources=self.replace_sources,
         )
 
 
-def with_first(artifacts: list[Artifact], first: Mapping[str, Context] | None) -> list[Artifact]:
-    """`artifacts`, the user files named in `first` starting from these template variables
-    instead of the starter's (Note [Keeping kernels]: an imported op's kernel calls the user's)."""
-    if not first:
-        return artifacts
-    return [
-        (
-            dataclasses.replace(
-                a,
-                make_initial_context=functools.partial(_first_context, a, first[a.path]),
-            )
-            if a.owner is Owner.USER and a.path in first
-            else a
-        )
-        for a in artifacts
-    ]
+def _write(
+    plan: _Plan, manifest: Manifest, changes: list[Change], project: Project, warnings: list[str]
+) -> tuple[list[Change], bool]:
+    """Apply `changes` under the project lock, the cache saved with them; (changes, written).
+
+    Another run may have written since the first plan: under the lock the run plans again
+    against the manifest on disk now, and stops if that plan needs a person's decision.
+    """
+    files, cache = plan.files, plan.cache
+    in_play = {c.path for c in changes} | set(project.digests) | {MANIFEST_FILE, EJECTED_FILE}
+    cache.keep_files(in_play)
+    if not needs_writing(files, changes, manifest):
+        if cache.dirty:
+            with files.lock():
+                warnings += _save(files, cache)
+        return changes, True
+    with files.lock():
+        cache.forget_texts()
+        manifest = Manifest.load(files)
+        changes = plan.against(manifest)
+        if any(c.action.stops for c in changes):
+            return changes, False
+        apply_changes(files, changes, manifest, cache.wrote)
+        warnings += _save(files, cache)
+    return changes, True
 
 
-def _first_context(artifact: Artifact, extra: Context) -> Context:
-    return {**artifact.context, **extra}
+def _save(files: ProjectFiles, cache: GenerateCache) -> list[str]:
+    """Save the cache if it learned something; a warning when it could not be saved."""
+    problem = cache.save(files) if cache.dirty else None
+    return [problem] if problem else []
 
 
 def _adoptable(rendered: list[Rendered], adopt: Iterable[str], root: Path) -> frozenset[str]:

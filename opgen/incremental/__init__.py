@@ -1,1 +1,1 @@
-"""What lets a run skip work: the generate cache, its inputs, the settled plan, template bytecode."""
+"""What lets a run skip work: the generate cache and the inputs its keys cover (Note [Generate cache])."""

@@ -21,7 +21,7 @@ __all__ = ["GenerateCache", "CachedDisk", "CACHE_FILE", "ABSENT"]
 
 CACHE_FILE = f"{STATE_DIR}/cache/generate.json"
 ABSENT = "absent"  # the digest of a file that is not there
-_VERSION = 2  # 2: each spec's model is a JSON text
+_VERSION = 3  # 2: each spec's model is a JSON text; 3: no settled plan or template bytecode
 
 
 @dataclass
@@ -35,8 +35,6 @@ class GenerateCache:
     )  # spec -> key, name, model (JSON)
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)  # output -> key, sha, render
     files: dict[str, list[Any]] = field(default_factory=dict)  # path -> size, mtime, inode, sha
-    settled: dict[str, Any] | None = None  # the last plan with nothing to write, and its inputs
-    templates: list[Any] | None = None  # templates.bin as written: Note [Compiled templates]
     stamp_ns: int = 0  # mtime of the cache file when loaded: records as new are not trusted
     dirty: bool = False
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
@@ -46,7 +44,7 @@ class GenerateCache:
         """The cache of this project folder; empty when missing, damaged or made elsewhere.
 
         File records survive a change of environment (a file's digest does not
-        depend on opgen); specs, outputs and the settled plan do not.
+        depend on opgen); specs and outputs do not.
         """
         empty = cls(folder, env)
         try:
@@ -72,8 +70,6 @@ class GenerateCache:
                 specs=dict(data.get("specs", {})),
                 outputs=dict(data.get("outputs", {})),
                 files=records,
-                settled=data.get("settled"),
-                templates=_record(data.get("templates")),
                 stamp_ns=stamp,
             )
         except (TypeError, ValueError, AttributeError):
@@ -87,8 +83,6 @@ class GenerateCache:
             "specs": self.specs,
             "outputs": self.outputs,
             "files": self.files,
-            "settled": self.settled,
-            "templates": self.templates,
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
@@ -181,11 +175,3 @@ class CachedDisk:
         """The digest of the file's text; None when it is not there."""
         sha = self.cache.digest(self.files, rel)
         return None if sha == ABSENT else sha
-
-
-def _record(value: Any) -> list[Any] | None:
-    """The templates.bin record as saved (four numbers, then a digest); None for anything else."""
-    if isinstance(value, list) and len(value) == 5:
-        if all(type(v) is int for v in value[:4]) and isinstance(value[4], str):
-            return value
-    return None

@@ -20,9 +20,10 @@ with its digest.
 - A file whose size, mtime and inode are those recorded (and older than the
   cache itself, as git does for racily clean files) is not read again; any
   other is hashed, so a generated file edited or deleted by hand is found.
-- When nothing at all changed (inputs, manifest and every file opgen
-  manages), the run is the plan the cache recorded: no spec is loaded and
-  neither jinja2, black nor torchgen is imported.
+- A run where nothing changed still loads every spec from the cache and
+  plans every file: on 100 ops that takes about 0.2 s (bench/opgen_speed.py),
+  inside the 0.3 s the no-op run may take; recording and replaying that plan
+  saved less than 0.2 s and was removed.
 The cache is local state: git-ignored, and bound to the project folder (its
 path, device and inode), so a cache that came with a checkout is ignored;
 a damaged one is read as empty.

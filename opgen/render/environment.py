@@ -31,7 +31,6 @@ import jinja2.sandbox
 
 from ..errors import Diagnostic, OpgenError
 from ..incremental.inputs import builtin_templates_dir
-from ..incremental.template_bytecode import CompiledTemplates
 from ..write.confined import Confined
 from .budget import RenderBudget, RenderLimitExceeded, RenderLimits
 from .sandbox import BoundedSandbox, bounded_render
@@ -63,31 +62,10 @@ class _OverrideLoader(jinja2.BaseLoader):
         return text, str(path), lambda: True  # one environment per run: never stale
 
 
-class _BytecodeCache(jinja2.BytecodeCache):
-    """Jinja's compiled templates, kept in memory for `opgen.incremental.template_bytecode` (Note [Compiled templates])."""
-
-    def __init__(self, compiled: CompiledTemplates) -> None:
-        self.compiled = compiled
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        data = self.compiled.get(bucket.key)
-        if data is not None:
-            bucket.bytecode_from_string(data)  # a checksum that does not match leaves it empty
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.compiled.put(bucket.key, bucket.bytecode_to_string())
-
-
 class Renderer:
-    """Renders opgen's templates, a project's overrides first (Note [Sandboxed templates]).
+    """Renders opgen's templates, a project's overrides first (Note [Sandboxed templates])."""
 
-    `compiled`: templates compiled by earlier runs, and where this one adds
-    those it compiles (Note [Compiled templates] in incremental/template_bytecode.py).
-    """
-
-    def __init__(
-        self, override_dir: Path | None = None, compiled: CompiledTemplates | None = None
-    ) -> None:
+    def __init__(self, override_dir: Path | None = None) -> None:
         self.override_dir = override_dir
         loaders: list[jinja2.BaseLoader] = []
         if override_dir is not None and override_dir.is_dir():
@@ -103,7 +81,6 @@ class Renderer:
             lstrip_blocks=True,
             keep_trailing_newline=True,
             autoescape=False,
-            bytecode_cache=_BytecodeCache(compiled) if compiled is not None else None,
         )
         self._builtin: dict[str, bool] = {}
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..incremental.generate_cache import GenerateCache
-from ..incremental.template_bytecode import CompiledTemplates
 from ..spec.paths import Owner
 from ..stages import Stages
 from ..targets import Artifact
 from ..write.manifest import Manifest, digest
 from ..write.plan import Rendered
 from ..write.project_files import ProjectFiles
-from .environment import Renderer
 from .format import FormatJob, format_many, is_black_stable
+
+if TYPE_CHECKING:
+    from .environment import Renderer
 
 __all__ = ["render_outputs", "remember_outputs", "render_sha"]
 
@@ -41,20 +43,20 @@ class _Outputs:
         cache: GenerateCache | None,
         templates: Path | None,
         stages: Stages,
-        compiled: CompiledTemplates | None,
     ) -> None:
         self.files = files
         self.manifest = manifest
         self.cache = cache
         self.templates = templates
         self.stages = stages
-        self.compiled = compiled
         self._renderer: Renderer | None = None
 
     @property
     def renderer(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = Renderer(self.templates, self.compiled)
+            from .environment import Renderer  # jinja2: only when something renders
+
+            self._renderer = Renderer(self.templates)
         return self._renderer
 
     def _read(self, rel: str) -> str | None:
@@ -168,13 +170,9 @@ def render_outputs(
     keys: Mapping[str, str] | None = None,
     cache: GenerateCache | None = None,
     stages: Stages | None = None,
-    compiled: CompiledTemplates | None = None,
 ) -> list[Rendered]:
-    """Every artifact rendered and formatted, except those whose key matches the cache's. Reads only.
-
-    `compiled`: templates compiled by earlier runs; those compiled now are added to it.
-    """
-    outputs = _Outputs(files, manifest, cache, templates, stages or Stages(), compiled)
+    """Every artifact rendered and formatted, except those whose key matches the cache's. Reads only."""
+    outputs = _Outputs(files, manifest, cache, templates, stages or Stages())
     skipped: dict[str, Rendered] = {}
     for artifact in artifacts:
         record = cache.outputs.get(artifact.path) if cache is not None and keys else None

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Diagnostic, OpgenError
-from ..incremental.inputs import EJECTED_FILE
+from ..incremental.inputs import EJECTED_FILE, builtin_templates_dir
 from ..spec.config import CONFIG_FILE, build_config
 from ..spec.load import load_toml
 from ..spec.paths import STATE_DIR
 from ..write.manifest import digest
 from ..write.project_files import Batch, ProjectFiles
-from .environment import builtin_templates_dir
 
 __all__ = [
     "TemplateInfo",

@@ -44,10 +44,9 @@ them it stops with a diagnostic at the template's line (render/environment.py).
   The cost to normal generation is that test and the whole-text check:
   about 2 ms over the 310 renders of a 100-op project, within the noise of
   bench/opgen_speed.py.
-- Compiled templates. The checks are part of a template's compiled code, so
-  `.opgen/cache/templates.bin` holds them; the environment digest covers this
-  module (Note [Compiled templates] in incremental/template_bytecode.py), so no code compiled
-  without them is ever loaded. The bounds themselves are read at run time.
+- Compiled code. The checks are part of a template's compiled code, which lives
+  in memory for one run only: nothing compiled is loaded from the project folder.
+  The bounds themselves are read at run time.
 """
 
 from __future__ import annotations

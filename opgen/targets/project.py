@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..api.context import (
@@ -37,7 +39,8 @@ __all__ = [
     "collect_artifacts",
     "package_artifacts",
     "generated_patterns",
-    "removal_refused",
+    "DeletionRules",
+    "with_first",
     "retired_paths",
 ]
 
@@ -263,15 +266,38 @@ def _matches(path: str, pattern: str) -> bool:
     return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
 
 
-def removal_refused(config: ProjectConfig, path: str, text: str, source: str) -> str | None:
-    """Why opgen may not remove `path` (holding `text`, said to come from `source`); None if it may.
+@dataclass(frozen=True)
+class DeletionRules:
+    """Which files a run of this project may remove (Note [Deletion authority])."""
 
-    Note [Deletion authority].
-    """
-    if path == CONFIG_FILE or path.split("/")[0] in _NEVER_REMOVED:
-        return "opgen never removes the project file, specs, its state or version control"
-    if not any(_matches(path, p) for p in generated_patterns(config)):
-        return "opgen generates no file at this path"
-    if not names_source(text, source):
-        return f"its first line is not the header of a file generated from {source}"
-    return None
+    config: ProjectConfig
+
+    def refused(self, path: str, text: str, source: str) -> str | None:
+        """Why opgen may not remove `path` (holding `text`, said to come from `source`); None if it may."""
+        if path == CONFIG_FILE or path.split("/")[0] in _NEVER_REMOVED:
+            return "opgen never removes the project file, specs, its state or version control"
+        if not any(_matches(path, p) for p in generated_patterns(self.config)):
+            return "opgen generates no file at this path"
+        if not names_source(text, source):
+            return f"its first line is not the header of a file generated from {source}"
+        return None
+
+
+def with_first(artifacts: list[Artifact], first: Mapping[str, Context]) -> list[Artifact]:
+    """`artifacts`, the user files named in `first` starting from these template variables
+    instead of the starter's (Note [Keeping kernels]: an imported op's kernel calls the user's)."""
+    return [
+        (
+            dataclasses.replace(
+                a,
+                make_initial_context=functools.partial(_first_context, a, first[a.path]),
+            )
+            if a.owner is Owner.USER and a.path in first
+            else a
+        )
+        for a in artifacts
+    ]
+
+
+def _first_context(artifact: Artifact, extra: Context) -> Context:
+    return {**artifact.context, **extra}
