@@ -1,4 +1,4 @@
-"""Ops that take keyword-only tensors (Note [Keyword-only tensors] in opgen/api/autograd_kind.py).
+"""Ops that take keyword-only tensors (Note [Keyword-only tensors] in opgen/api/decisions.py).
 
 torch.library.register_autograd refuses them (torch 2.13), so their module registers no formulas:
 it imports, its typed wrapper applies the Function for every gradient and tangent, and generate

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from ..spec.formulas import EXPR_GLOBALS, FormulaNames, formula_names
 from ..spec.model import OpSpec
 from ..spec.tangents import tangent_names
-from .autograd_kind import no_grad_message, no_jvp_message
+from .decisions import decisions
 from .layout import wrapped
 from .literals import literal
 from .names import Namer
@@ -462,7 +462,7 @@ def _backward(
     """backward's parameters and lines: `ctx, grad` for one output, else `ctx, *grads`."""
     op, g = plan.op, plan.g
     grads = plan.grads
-    message = no_grad_message(op)
+    message = decisions(op).no_grad_message
     if message:
         return f"ctx, *{grads}", _raise(message, g.error)
     args = op.args
@@ -527,7 +527,7 @@ def _jvp(
         params = "ctx, *tangents"
     else:
         params = "ctx, " + ", ".join(plan.tangent[a.name] for a in args)
-    message = no_jvp_message(op)
+    message = decisions(op).no_jvp_message
     if message:
         return params, _raise(message, g.error)
     lines: list[str] = []

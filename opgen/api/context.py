@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.model import Backend, OpSpec, ProjectConfig
-from ..spec.registration import custom_op_refusal
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
 from .arg_checks import python_arg_checks, python_kernel_checks
-from .autograd_kind import cpp_mutation_fallbacks, wrapper_bumps_versions
+from .decisions import decisions
 from .devices import DISPATCH_KEYS
 from .imports import (
     module_imports,
@@ -165,8 +164,8 @@ def op_context(
     the specs of those ops (`called_ops`, Note [Generate cache] in incremental/inputs.py).
     """
     library = library if library is not None else {op.name: op.module}
-    differentiable = tuple(name for f in op.grads for name in f.inputs)
-    differentiable = tuple(a.name for a in op.args if a.name in differentiable)
+    decided = decisions(op)
+    differentiable = decided.formula_inputs
     path = spec_path(op, config)
     raw_transforms = "raw_handle_transforms" in config.private_torch
     fake = py.fake_outputs(op)
@@ -186,11 +185,7 @@ def op_context(
         "full_schema_literal": literal(op.full_schema),
         "tags": list(op.tags),
         "tags_literal": _tags(op),
-        "library_reason": (
-            custom_op_refusal(op.args, op.returns, op.overload)
-            if op.backend == Backend.PYTHON
-            else None
-        ),
+        "library_reason": decided.library_reason,
         "mutated_names": literal(tuple(a.name for a in op.mutated)),
         "differentiable_names": literal(differentiable),
         "differentiable": list(differentiable),
@@ -225,19 +220,19 @@ def op_context(
             )
         ),
         "function": function_context(op, library, names),
-        "once_differentiable": bool(op.grads) and not op.double_backward,
+        "once_differentiable": decided.once_differentiable,
         "vmap": vmap_context(op, names),
         "autocast": [(device, f"torch.{dtype}") for device, dtype in op.autocast],
         "positional_arguments": ", ".join(a.name for a in op.args),
-        "bumped": _bumped(op) if wrapper_bumps_versions(op) else [],
+        "bumped": _bumped(op) if decided.wrapper_bumps_versions else [],
         "returns_nothing": not op.returns,
-        "cpp_mutation_fallbacks": cpp_mutation_fallbacks(op),
+        "cpp_mutation_fallbacks": decided.cpp_mutation_fallbacks,
         "registered_name": op.registered_name,
         "double_backward": op.double_backward,
-        **test_context(op, path, differentiable),
+        **test_context(op, path),
         "test_imports": test_imports(op),
-        "testing_imports": testing_imports(op, differentiable, raw_transforms),
-        "transforms_testing_names": transforms_testing_names(op, differentiable, raw_transforms),
+        "testing_imports": testing_imports(op, raw_transforms),
+        "transforms_testing_names": transforms_testing_names(op, raw_transforms),
         # Note [Private torch checks]: the raw handle's torch.func refusal, forward mode and
         # written versions
         "raw_handle_refusal": raw_transforms,

@@ -16,8 +16,8 @@ from ..spec.fences import CHECKS, fence_lines
 from ..spec.model import OpSpec, ProjectConfig
 from . import cpp
 from .arg_checks import cpp_boundary_checks, op_variable
-from .autograd_kind import cpp_mutation_fallbacks
 from .build_settings import setup_settings
+from .decisions import decisions
 from .devices import CPP_DEVICE_CHECKS, DISPATCH_KEYS
 from .names import Namer, cpp_parameter_names, cpp_safe
 
@@ -335,19 +335,23 @@ def cpp_project_context(
             if _factory(op)
         ],
         "headers": {d: [c["header"] for op, c in ops if d in op.devices] for d in devices},
-        # Note [Written arguments] in api/autograd_kind.py
-        "mutation_fallbacks": [c["impl_name"] for op, c in ops if cpp_mutation_fallbacks(op)],
+        # Note [Written arguments] in api/decisions.py
+        "mutation_fallbacks": [
+            c["impl_name"] for op, c in ops if decisions(op).cpp_mutation_fallbacks
+        ],
         # torch's autogradNotImplementedFallback reaches ADInplaceOrView only for an op that
         # returns a written argument: an op returning new tensors gets the library's own
         "returning_mutations": [
             c["impl_name"]
             for op, c in ops
-            if cpp_mutation_fallbacks(op) and any(r.aliased for r in op.returns)
+            if decisions(op).cpp_mutation_fallbacks and any(r.aliased for r in op.returns)
         ],
         "fresh_returning_mutations": [
             c["impl_name"]
             for op, c in ops
-            if cpp_mutation_fallbacks(op) and op.returns and not any(r.aliased for r in op.returns)
+            if decisions(op).cpp_mutation_fallbacks
+            and op.returns
+            and not any(r.aliased for r in op.returns)
         ],
         "pybind_ops": [
             {

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..spec.model import Backend, OpSpec
 from . import python as py
-from .autograd_kind import AutogradKind, autograd_kind
+from .decisions import AutogradKind, decisions
 from .testing import compile_expectation, testing_names
 
 __all__ = [
@@ -106,15 +106,14 @@ def test_imports(op: OpSpec) -> list[str]:
     return _grouped(["import math"] if "math" in used else [], third_party)
 
 
-def transforms_testing_names(
-    op: OpSpec, differentiable: Iterable[str], raw_handle_transforms: bool = False
-) -> list[str]:
+def transforms_testing_names(op: OpSpec, raw_handle_transforms: bool = False) -> list[str]:
     """The torch.func and torch.vmap checks the op's tests take from `opgen.testing`, sorted;
     the raw handle's refusal only where the project opts into it (Note [Private torch checks])."""
     if not op.test.has_samples:
         return []
     names: set[str] = set()
-    gradients = bool(list(differentiable)) and autograd_kind(op) is AutogradKind.FUNCTION
+    decided = decisions(op)
+    gradients = bool(decided.formula_inputs) and decided.autograd is AutogradKind.FUNCTION
     if gradients and op.test.has_reference:
         names.add("check_torch_func")
     if gradients and raw_handle_transforms:  # Note [Private torch checks]
@@ -158,13 +157,11 @@ def pt2_testing_names(op: OpSpec) -> list[str]:
     return sorted(names)
 
 
-def testing_imports(
-    op: OpSpec, differentiable: tuple[str, ...], raw_handle_transforms: bool = False
-) -> list[str]:
+def testing_imports(op: OpSpec, raw_handle_transforms: bool = False) -> list[str]:
     """Every name the op's tests import from `opgen.testing`, sorted as isort sorts them
     (the class first)."""
-    names = {*testing_names(op, differentiable), *pt2_testing_names(op)}
+    names = {*testing_names(op), *pt2_testing_names(op)}
     if op.backend == Backend.TRITON and "cuda" in op.devices and op.test.has_samples:
         names.add("check_inductor_traces_kernel")
-    names |= set(transforms_testing_names(op, differentiable, raw_handle_transforms))
+    names |= set(transforms_testing_names(op, raw_handle_transforms))
     return sorted(names, key=lambda n: (n != "TensorSpec", n))

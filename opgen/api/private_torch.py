@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..spec.model import Backend, OpSpec, ProjectConfig
+from ..spec.model import OpSpec, ProjectConfig
 from ..spec.sharding import unkeyed_arguments
 from . import python as py
 from .autograd import list_positions
-from .autograd_kind import AutogradKind, autograd_kind, wrapper_bumps_versions
+from .decisions import decisions
 from .devices import DISPATCH_KEYS
 from .literals import literal
 from .transforms import class_name, public_name
@@ -20,10 +20,7 @@ __all__ = ["private_context"]
 
 def _autograd_keys(op: OpSpec) -> tuple[str, ...]:
     """Where the op's Autograd kernel goes: custom_op owns the Autograd alias, so per device."""
-    custom_op = op.backend == Backend.TRITON or (
-        op.backend == Backend.PYTHON and op.registration == "custom_op"
-    )
-    if custom_op:  # triton_op registers through custom_op
+    if decisions(op).custom_op:  # triton_op registers through custom_op too
         return tuple(f"Autograd{DISPATCH_KEYS[d]}" for d in op.devices)
     return ("Autograd",)
 
@@ -58,12 +55,12 @@ def private_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
             "autograd_keys": literal(_autograd_keys(op)),
         }
         for op in ops
-        if "raw_handle_transforms" in checks and autograd_kind(op) is not AutogradKind.NONE
+        if "raw_handle_transforms" in checks and decisions(op).has_function
     ]
     versions = [
         {"handle": py.op_handle(op), "returns_values": bool(op.returns)}
         for op in ops
-        if "raw_handle_versions" in checks and wrapper_bumps_versions(op)
+        if "raw_handle_versions" in checks and decisions(op).wrapper_bumps_versions
     ]
     keys = []
     for op in ops:
@@ -80,7 +77,7 @@ def private_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
         "uses_lists": any(
             list_positions(op) or any(r.family == "Tensor[]" for r in op.returns)
             for op in ops
-            if "raw_handle_transforms" in checks and autograd_kind(op) is not AutogradKind.NONE
+            if "raw_handle_transforms" in checks and decisions(op).has_function
         ),
         "versions": versions,
         "cache_keys": keys,

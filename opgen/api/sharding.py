@@ -12,6 +12,7 @@ from typing import Any
 
 from ..spec.model import Arg, OpSpec
 from . import python as py
+from .decisions import decisions
 from .literals import literal
 from .testing import registered_schema, schema_assignment, tolerance
 
@@ -108,7 +109,6 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         [(name, py.sample_literal(value, op.arg(name).type)) for name, value in sample.values]
         for sample in op.test.samples
     ]
-    differentiable = [a.name for a in op.args if any(a.name in f.inputs for f in op.grads)]
     return {
         "registered_name": op.registered_name,
         "schema_lines": schema_assignment("schema", registered_schema(op), 4),
@@ -119,7 +119,7 @@ def sharding_test_context(op: OpSpec) -> dict[str, Any]:
         "samples": samples,
         "samples_from": op.test.samples_from,  # a generator of testing_helpers.py, after the tables
         "dtypes": list(op.test.dtypes),
-        "differentiable": literal(tuple(differentiable)),
+        "differentiable": literal(decisions(op).formula_inputs),
         "mutated": literal(tuple(a.name for a in op.mutated)),
         "atol": literal(tolerance(op.test.atol)),
         "rtol": literal(tolerance(op.test.rtol)),

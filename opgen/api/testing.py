@@ -23,7 +23,7 @@ from typing import Any
 
 from ..spec.model import OpSpec
 from . import python as py
-from .autograd_kind import cpp_mutation_fallbacks
+from .decisions import decisions
 from .layout import LINE_LENGTH
 from .literals import literal, string
 from .pyexpr import expression
@@ -97,20 +97,16 @@ def _written(op: OpSpec) -> tuple[str, ...]:
     return tuple(a.name for a in op.mutated if a.name not in returned)
 
 
-def _grad_inputs(op: OpSpec, differentiable: tuple[str, ...]) -> tuple[str, ...]:
+def _grad_inputs(op: OpSpec) -> tuple[str, ...]:
     """Inputs opcheck also runs with requires_grad: the differentiable ones, or for a C++ op that
     runs below autograd every tensor it does not write (its outputs must not require grad).
     A Python op that writes and returns is a custom_op, whose backward raises without formulas;
     so does the Autograd kernel of a classic op that writes (Note [Written arguments]): opcheck's
     aot test, which differentiates their outputs, cannot pass for them."""
+    differentiable = decisions(op).formula_inputs
     if differentiable:
         return differentiable
-    if (
-        not op.functional
-        and op.returns
-        and op.backend != "python"
-        and not cpp_mutation_fallbacks(op)
-    ):
+    if decisions(op).writes_below_autograd:
         return tuple(
             a.name for a in op.args if a.differentiable and not a.mutated and not a.kwarg_only
         )
@@ -187,7 +183,7 @@ def schema_assignment(name: str, schema: str, indent: int) -> list[str]:
     return [f"{name} = (", *(f"    {string(part)}" for part in parts), ")"]
 
 
-def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
+def testing_names(op: OpSpec) -> list[str]:
     """The eager and compile checks the op's tests take from `opgen.testing`, sorted
     (TensorSpec first)."""
     names = {"device_params"}
@@ -202,7 +198,7 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
             names.add("TensorSpec")
         if op.test.has_reference:
             names.add("check_reference")
-        if differentiable:
+        if decisions(op).formula_inputs:
             names.add("check_gradients")
             if not op.double_backward:
                 names.add("check_double_backward_refused")
@@ -217,11 +213,12 @@ def testing_names(op: OpSpec, differentiable: tuple[str, ...]) -> list[str]:
     return sorted(names, key=lambda n: (n != "TensorSpec", n))
 
 
-def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict[str, Any]:
+def test_context(op: OpSpec, path: str) -> dict[str, Any]:
     """The test variables of `op_context` (docs/templates.md)."""
+    differentiable = decisions(op).formula_inputs
     samples = [_sample(op, dict(sample.values)) for sample in op.test.samples]
     return {
-        "testing_names": testing_names(op, differentiable),
+        "testing_names": testing_names(op),
         "uses_wrapper": op.test.has_samples and (op.test.has_reference or bool(differentiable)),
         "has_samples": op.test.has_samples,
         "schema_lines": schema_assignment("SCHEMA", registered_schema(op), 0),
@@ -243,7 +240,7 @@ def test_context(op: OpSpec, path: str, differentiable: tuple[str, ...]) -> dict
         "aot_error": literal(_aot_error(op)),
         "aliases": literal(tuple(_aliases(op))),
         "written_names": literal(_written(op)),
-        "grad_inputs": literal(_grad_inputs(op, differentiable)),
+        "grad_inputs": literal(_grad_inputs(op)),
         "optional_names": literal(_optional_names(op)),
         "takes_tensors": _takes_tensors(op),
     }

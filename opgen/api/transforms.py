@@ -32,7 +32,7 @@ from typing import Any
 from ..spec.model import OpSpec
 from . import python as py
 from .autograd import FunctionNames, list_positions, plan_function, sibling_call
-from .autograd_kind import AutogradKind, autograd_kind, registers_autograd
+from .decisions import decisions
 from .layout import condition, wrapped
 from .literals import literal
 
@@ -80,7 +80,8 @@ def function_context(
     op: OpSpec, siblings: Mapping[str, str], n: Mapping[str, str]
 ) -> dict[str, Any] | None:
     """The op's autograd.Function (Note [One autograd.Function per op]), or None when it has none."""
-    if autograd_kind(op) is AutogradKind.NONE:
+    decided = decisions(op)
+    if not decided.has_function:
         return None
     names = FunctionNames(
         op=n["op"],
@@ -116,7 +117,7 @@ def function_context(
         "setup_lines": plan.setup_lines,
         "backward_params": plan.backward_params,
         "backward_lines": plan.backward_lines,
-        "once_differentiable": bool(op.grads) and not op.double_backward,
+        "once_differentiable": decided.once_differentiable,
         "jvp_params": plan.jvp_params,
         "jvp_lines": plan.jvp_lines,
         "vmap_params": plan.vmap_params,
@@ -131,7 +132,7 @@ def function_context(
         "keyword_only": [a.name for a in op.args if a.kwarg_only],
         "keyword_only_literal": literal(tuple(a.name for a in op.args if a.kwarg_only)),
         "positional_count": sum(1 for a in op.args if not a.kwarg_only),
-        "registered": registers_autograd(op),
+        "registered": decided.registers_autograd,
         "register_lines": wrapped(
             f"{n['torch']}.library.register_autograd(",
             [
@@ -153,7 +154,7 @@ def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
     (Note [Keyword-only tensors]).
     """
     tensors = [a.name for a in op.args if a.differentiable]
-    if not registers_autograd(op):
+    if not decisions(op).registers_autograd:
         tensors.append("registered=False")
     call = f"{n['needs_function']}({', '.join(tensors)})"
     return condition("if", [f"not {n['torch']}.compiler.is_compiling()", call], "and", "    ")

@@ -17,8 +17,8 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..api.autograd_kind import cpp_mutation_fallbacks
 from ..api.cpp import target_version_hex
+from ..api.decisions import decisions
 from ..errors import Diagnostic, OpgenError
 from ..write.project_files import ProjectFiles
 from ..project.load import Project
@@ -202,7 +202,7 @@ def plan_build(
     if not stable:
         includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
     cpp_sources = [REGISTRATION]
-    if any(cpp_mutation_fallbacks(op) for op in cpp_ops):  # Note [Written arguments]
+    if any(decisions(op).cpp_mutation_fallbacks for op in cpp_ops):  # Note [Written arguments]
         cpp_sources.append(AUTOGRAD_REGISTRATION)
     orphans: list[str] = []
     if "cpu" in devices:

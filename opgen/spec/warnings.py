@@ -98,7 +98,7 @@ def sharding_key_warning(op: OpSpec, private_torch: tuple[str, ...]) -> Diagnost
 
 def keyword_only_formulas_warning(op: OpSpec, private_torch: tuple[str, ...]) -> Diagnostic | None:
     """Formulas of an op that takes keyword-only tensors reach only its typed wrapper
-    (Note [Keyword-only tensors] in opgen/api/autograd_kind.py), unless the project gives the
+    (Note [Keyword-only tensors] in opgen/api/decisions.py), unless the project gives the
     raw handle its Function (Note [Private torch checks])."""
     keyword_only = [a.name for a in op.args if a.differentiable and a.kwarg_only]
     formulas = op.grads or op.jvp.present

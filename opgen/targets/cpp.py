@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..api.autograd_kind import cpp_mutation_fallbacks
 from ..api.context import spec_path
 from ..api.cpp_context import CppFiles
+from ..api.decisions import decisions
 from ..api.starter import starter
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
@@ -163,7 +163,7 @@ def cpp_project_artifacts(
                 {"device": device},
             )
         )
-    if any(cpp_mutation_fallbacks(op) for op in cpp_ops):
+    if any(decisions(op).cpp_mutation_fallbacks for op in cpp_ops):
         items.append(
             (AUTOGRAD_REGISTRATION, "cpp/registration_autograd.cpp.j2", Owner.GENERATED, "//", {})
         )

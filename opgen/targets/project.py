@@ -78,12 +78,12 @@ _RETIRED = ("_runtime.py",) + tuple(
 
 
 def _runtime_needed(ops: tuple[OpSpec, ...]) -> list[str]:
-    from ..api.autograd_kind import AutogradKind, autograd_kind
+    from ..api.decisions import decisions
 
     needed = []
     if any(op.vmap != "none" for op in ops):
         needed.append("batching")
-    if any(autograd_kind(op) is not AutogradKind.NONE for op in ops):
+    if any(decisions(op).has_function for op in ops):
         needed.append("autograd")
     return needed
 
