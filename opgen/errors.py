@@ -3,16 +3,26 @@
 Every problem found in a spec or project file becomes a `Diagnostic` that names
 the file and line, says what is wrong and how to fix it. Validation collects
 all of them before failing, so one run reports every problem.
+
+Note [Internal errors]
+An exception that is no OpgenError is a bug in opgen, not a problem of the
+user's input; still, the user needs to know which spec set it off (to work
+around it, and for a bug report that someone can reproduce). Each op's
+template variables are computed inside `internal_errors` (torchgen's
+`context()`), which turns such an exception into an `InternalError`: a
+diagnostic naming the spec and the op, with the traceback kept for the CLI to
+print under it. Nothing is written: rendering ends before any plan is made.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Diagnostic", "OpgenError", "DiagnosticSink"]
+__all__ = ["Diagnostic", "OpgenError", "DiagnosticSink", "InternalError", "internal_errors"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +87,29 @@ class DiagnosticSink:
         """Raise OpgenError with every problem recorded so far, if there is any."""
         if self.items:
             raise OpgenError(self.items)
+
+
+class InternalError(OpgenError):
+    """An unexpected exception while generating from one spec (Note [Internal errors]).
+
+    `trace` is the original exception's traceback, for the bug report.
+    """
+
+    def __init__(self, path: Path, what: str, cause: BaseException):
+        import traceback
+
+        self.trace = "".join(traceback.format_exception(cause)).rstrip("\n")
+        message = f"internal error while generating {what}: {type(cause).__name__}: {cause}"
+        hint = "this is a bug in opgen, not in the spec: please report it with the traceback below"
+        super().__init__(Diagnostic(path, None, message, hint))
+
+
+@contextlib.contextmanager
+def internal_errors(path: Path, what: str) -> Iterator[None]:
+    """Turn an unexpected exception inside into an `InternalError` naming `path` and `what`."""
+    try:
+        yield
+    except OpgenError:
+        raise
+    except Exception as exc:
+        raise InternalError(path, what, exc) from exc

@@ -1,4 +1,5 @@
-"""The per-op decisions are made once, in one record (api/decisions.py)."""
+"""The per-op decisions are made once, in one record (api/decisions.py), and an internal error
+while computing one op's variables names that op's spec (Note [Internal errors] in errors.py)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,48 @@ def _two_ops(root: Path) -> None:
             f'name = "mylib::{name}"\nschema = "(Tensor x) -> Tensor"\n[grad]\nx = "grad"\n'
             '[fake]\nlike = "x"\n[test]\nreference = "x"\n[[test.samples]]\nx = {shape = [2]}\n'
         )
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _raising_for_bar(module, name: str):
+    real = getattr(module, name)
+
+    def patched(op, *args, **kwargs):
+        if op.name == "bar":
+            raise KeyError("boom")
+        return real(op, *args, **kwargs)
+
+    return patched
+
+
+@pytest.mark.parametrize(
+    "module, function",
+    [
+        ("opgen.api.context", "function_context"),  # while computing the op module's variables
+        ("opgen.api.decisions", "decide"),  # first read by a project-wide file (_autograd.py)
+    ],
+)
+@pytest.mark.parametrize("generated_before", [False, True])
+def test_an_internal_error_names_the_spec_and_writes_nothing(tmp_path, monkeypatch, module, function, generated_before):
+    import importlib
+
+    _two_ops(tmp_path)
+    if generated_before:  # then both specs change, so that every file would be rendered again
+        assert run_cli("generate", cwd=tmp_path).exit_code == 0
+        for spec in (tmp_path / "ops").iterdir():
+            spec.write_text(spec.read_text().replace('reference = "x"', 'reference = "x * 1"'))
+    before = _tree(tmp_path)
+    target = importlib.import_module(module)
+    monkeypatch.setattr(target, function, _raising_for_bar(target, function))
+    result = run_cli("generate", cwd=tmp_path)
+    assert result.exit_code == 1
+    first = result.output.splitlines()[0]
+    assert first == "ops/bar.toml: error: internal error while generating op mylib::bar: KeyError: 'boom'"
+    assert "hint: this is a bug in opgen, not in the spec" in result.output
+    assert "Traceback (most recent call last):" in result.output  # for the bug report
+    assert result.output.rstrip().endswith("KeyError: 'boom'")
+    assert "ops/foo.toml" not in result.output
+    assert _tree(tmp_path) == before

@@ -55,6 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..errors import internal_errors
 from ..spec.model import Backend, OpSpec
 from ..spec.registration import custom_op_refusal
 
@@ -187,7 +188,9 @@ def decisions(op: OpSpec) -> OpDecisions:
         return entry[1]
     if len(_MADE) >= _MAX_MADE:
         _MADE.clear()
-    made = decide(op)
+    # first read anywhere: a project-wide file may ask first (Note [Internal errors])
+    with internal_errors(op.path, f"op {op.qualname}"):
+        made = decide(op)
     _MADE[id(op)] = (op, made)
     return made
 

@@ -39,9 +39,13 @@ def no_project(start: Path) -> str:
 
 
 def print_diagnostics(exc: OpgenError, root: Path | None = None) -> None:
-    """Every diagnostic of `exc`, paths relative to `root`, to stderr."""
+    """Every diagnostic of `exc`, paths relative to `root`, to stderr; for an internal error,
+    the traceback under it (Note [Internal errors])."""
     for diagnostic in exc.diagnostics:
         err(diagnostic.format(root))
+    trace = getattr(exc, "trace", None)
+    if trace:
+        err(trace)
 
 
 def report(result: GenerateResult, check: bool = False, dry_run: bool = False) -> None:

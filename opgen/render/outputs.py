@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..errors import internal_errors
 from ..incremental.generate_cache import GenerateCache
 from ..spec.paths import Owner
 from ..stages import Stages
@@ -133,10 +134,15 @@ class _Outputs:
         return result
 
     def _raw(self, artifact: Artifact) -> tuple[str, str | None]:
-        raw = self.renderer.render(artifact.template, artifact.context)
+        # Note [Internal errors]: a bug computing the variables names the spec they come from
+        with internal_errors(self.files.root / artifact.source, artifact.path):
+            context = artifact.context
+            make_initial = artifact.make_initial_context
+            initial_context = make_initial() if make_initial is not None else None
+        raw = self.renderer.render(artifact.template, context)
         initial = None
-        if artifact.make_initial_context is not None:
-            initial = self.renderer.render(artifact.template, artifact.make_initial_context())
+        if initial_context is not None:
+            initial = self.renderer.render(artifact.template, initial_context)
         return raw, initial
 
     def render(self, artifact: Artifact) -> Rendered:

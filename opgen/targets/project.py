@@ -7,7 +7,7 @@ import fnmatch
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api.context import (
     op_context,
@@ -18,6 +18,7 @@ from ..api.context import (
     spec_path,
 )
 from ..api.private_torch import private_context
+from ..errors import internal_errors
 from ..project.load import OPS_DIR, Project
 from ..spec.config import CONFIG_FILE
 from ..spec.model import Backend, OpSpec, ProjectConfig
@@ -34,6 +35,8 @@ from .python import (
 )
 from .sharding import sharding_artifacts, sharding_generated_paths, sharding_rule_artifact
 from .triton import triton_kernel_artifact
+
+_T = TypeVar("_T")
 
 __all__ = [
     "collect_artifacts",
@@ -150,6 +153,16 @@ def package_artifacts(
     return artifacts
 
 
+def _naming_spec(op: OpSpec, make: Callable[[], _T]) -> Callable[[], _T]:
+    """`make` made once; an unexpected exception in it names the op's spec (Note [Internal errors])."""
+
+    def made() -> _T:
+        with internal_errors(op.path, f"op {op.qualname}"):
+            return make()
+
+    return functools.cache(made)
+
+
 def collect_artifacts(
     project: Project, fresh_specs: frozenset[str] = frozenset()
 ) -> list[Artifact]:
@@ -173,7 +186,9 @@ def collect_artifacts(
         from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
 
         cpp_contexts = {
-            op.module: functools.cache(functools.partial(cpp_op_context, op, cpp_files(op, config)))
+            op.module: _naming_spec(
+                op, functools.partial(cpp_op_context, op, cpp_files(op, config))
+            )
             for op in ops
             if op.backend == Backend.CPP
         }
@@ -185,7 +200,7 @@ def collect_artifacts(
                 context["cpp"] = cpp_contexts[op.module]()
             return {"project": shared(), "op": context}
 
-        return functools.cache(build)
+        return _naming_spec(op, build)
 
     package_base = functools.cache(lambda: {"project": package(), "ops": ops_list(ops)})
     private = functools.cache(lambda: private_context(config, ops))
