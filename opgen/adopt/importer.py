@@ -23,12 +23,13 @@ from ..errors import Diagnostic, OpgenError
 from ..generate import GenerateResult, generate
 from ..project.load import OPS_DIR, find_root
 from ..scaffold.texts import _PROJECT_TEMPLATE, _custom_spec
+from ..spec.backends import DEFAULT_BACKEND, backend_traits, for_backend
 from ..spec.config import CONFIG_FILE
 from ..spec.names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from ..targets.python import kernel_path as python_kernel_path
 from ..write.confined import Confined
 from .found import Found, FoundOp
-from .kernels import cpp_kernels, python_kernel, triton_kernel
+from .kernels import KERNEL_KEEPERS, cpp_kernels
 from .read import read_sources, source_files
 
 __all__ = ["ImportResult", "import_extension"]
@@ -45,6 +46,7 @@ class ImportResult:
     specs: list[str]  # project-relative, one per op imported
     generated: GenerateResult
     problems: list[Diagnostic] = field(default_factory=list)
+    builds_cpp: bool = False  # an op imported is a C++ op: `opgen test` builds first
 
     @property
     def failed(self) -> bool:
@@ -155,9 +157,10 @@ def _import(
             ]
         )
     namespace = _namespace(ops, namespace, existing.namespace if existing else None)
-    backend = "cpp" if any(op.language == "cpp" for op in ops) else "python"
+    compiled = [op.language for op in ops if backend_traits(op.language).compiles_cpp]
+    backend = compiled[0] if compiled else DEFAULT_BACKEND
     target = found.target or "stable"
-    if existing is not None and backend == "cpp" and existing.cpp_target != target:
+    if existing is not None and compiled and existing.cpp_target != target:
         raise OpgenError(
             Diagnostic(
                 root / CONFIG_FILE,
@@ -180,8 +183,9 @@ def _import(
         module = op.name.replace(".", "_")
         args = [(a.name, a.type.family) for a in parse(op.schema).args]
         devices = sorted({k.device for k in op.kernels} | set(op.python_kernels)) or ["cpu"]
-        if op.language == "triton":  # tested on CUDA, and on CPU under Triton's interpreter
-            devices = ["cpu", "cuda"]
+        traits = backend_traits(op.language)
+        if traits.uses_triton:  # tested on CUDA, and on CPU under Triton's interpreter
+            devices = list(traits.default_devices)
         spec = f"{OPS_DIR}/{module}.toml"
         text = _custom_spec(
             op.qualname,
@@ -206,7 +210,7 @@ def _import(
             )
         sources[spec] = text
         specs.append(spec)
-        if op.language == "cpp":
+        if traits.compiles_cpp:
             cpp_ops.append((op, module, args))
             if "cuda" in devices:
                 cuda = next(k for k in op.kernels if k.device == "cuda")
@@ -218,14 +222,10 @@ def _import(
                         f"move the body of {cuda.function} into csrc/cuda/{module}.cu",
                     )
                 )
-        elif op.language == "triton":
-            variables = triton_kernel(op, [name for name, _ in args], problems)
-            if variables is not None:
-                first[python_kernel_path(package, module)] = variables
-        else:
-            variables = python_kernel(op, [name for name, _ in args], problems)
-            if variables is not None:
-                first[python_kernel_path(package, module)] = variables
+        keep = for_backend(KERNEL_KEEPERS, op.language, "kernel keeper in adopt/kernels.py")
+        variables = keep(op, [name for name, _ in args], problems)
+        if variables is not None:
+            first[python_kernel_path(package, module)] = variables
     kept = cpp_kernels(root, cpp_ops, target, found.functions, problems)
     problems += _bindings_left_out(found, kept.included, package)
     first.update(kept.first)
@@ -234,7 +234,7 @@ def _import(
             sources[unit] = text
     root.mkdir(parents=True, exist_ok=True)  # no --into: the current folder or its project
     result = generate(root, sources=sources, replace_sources=force, first=first)
-    return ImportResult(root, specs, result, problems)
+    return ImportResult(root, specs, result, problems, builds_cpp=bool(compiled))
 
 
 def _bindings_left_out(found: Found, included: tuple[Path, ...], package: str) -> list[Diagnostic]:

@@ -25,17 +25,19 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..api.names import cpp_names
 from ..errors import Diagnostic
+from ..spec.model import Backend
 from ..targets.cpp import IMPORTED_DIR
 from ..targets.cpp import kernel_path as cpp_kernel_path
 from ..targets.python import kernel_imports
 from .found import CppFunction, FoundOp, Kernel
 
-__all__ = ["CppKernels", "cpp_kernels", "python_kernel", "IMPORTED_DIR"]
+__all__ = ["CppKernels", "cpp_kernels", "python_kernel", "KERNEL_KEEPERS", "IMPORTED_DIR"]
 
 RENAMED = "opgen_user_"
 _PYTHON_KERNEL_IMPORTS = {
@@ -333,3 +335,20 @@ def triton_kernel(
     imports = [i for i in function.imports if i.strip() not in _TRITON_KERNEL_IMPORTS]
     starter = moved["starter"]
     return {"imported": {"imports": imports}, "starter": {"kernel": kernel, "body": starter}}
+
+
+def _kept_with_their_units(
+    op: FoundOp, args: list[str], problems: list[Diagnostic]
+) -> dict[str, object] | None:
+    """A C++ op's kernels are kept by `cpp_kernels`, all together: they share translation units."""
+    return None
+
+
+# The first text of an imported op's kernel module, per backend (Note [Backend table] in
+# spec/backends.py): its variables, or None where the module starts as the stub.
+KernelKeeper = Callable[[FoundOp, list[str], list[Diagnostic]], "dict[str, object] | None"]
+KERNEL_KEEPERS: Mapping[Backend, KernelKeeper] = {
+    Backend.PYTHON: python_kernel,
+    Backend.CPP: _kept_with_their_units,
+    Backend.TRITON: triton_kernel,
+}

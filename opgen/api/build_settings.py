@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..spec.backends import backend_of
 from ..spec.fences import fence_lines
 from ..spec.model import BuildSettings, OpSpec, ProjectConfig
 from .literals import string
@@ -41,7 +42,9 @@ def _assignment(name: str, items: Iterable[str]) -> list[str]:
 
 def setup_settings(config: ProjectConfig, ops: Iterable[OpSpec]) -> dict[str, object]:
     """The fence of setup.py: its begin and end lines and the assignments between them."""
-    tables: list[BuildSettings] = [config.build] + [op.build for op in ops if op.backend == "cpp"]
+    tables: list[BuildSettings] = [config.build] + [
+        op.build for op in ops if backend_of(op).compiles_cpp
+    ]
     lines: list[str] = []
     for variable, key in _VARIABLES:
         values = [v for table in tables for v in getattr(table, key)]

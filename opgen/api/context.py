@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec.model import Backend, OpSpec, ProjectConfig
+from ..spec.backends import backend_of
+from ..spec.model import OpSpec, ProjectConfig
 from ..spec.warnings import int_arguments, size_arguments, size_number_returns
 from . import python as py
 from .arg_checks import python_arg_checks, python_kernel_checks
@@ -250,7 +251,7 @@ def op_context(
         "public_name": public_name(op, config.package),
     }
     context["triton"] = None
-    if op.backend == Backend.TRITON:
+    if backend_of(op).uses_triton:
         # the inner op's fake kernel sits one level deeper (Note [Triton ops])
         nested = [_check(op, c, names["torch"], "        ") for c in op.fake.checks]
         context["triton"] = {**triton_context(op, path, names), "fake_checks": nested}
@@ -291,8 +292,8 @@ def package_context(config: ProjectConfig, ops: Sequence[OpSpec]) -> dict[str, A
     """The `project` variables of project-wide templates: also what depends on every op."""
     return {
         **project_context(config),
-        "has_cpp": any(op.backend == Backend.CPP for op in ops),
-        "has_triton": any(op.backend == Backend.TRITON for op in ops),
+        "has_cpp": any(backend_of(op).compiles_cpp for op in ops),
+        "has_triton": any(backend_of(op).uses_triton for op in ops),
         "has_sharding": any(op.sharding is not None for op in ops),
     }
 

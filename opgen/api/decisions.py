@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..errors import internal_errors
-from ..spec.model import Backend, OpSpec
+from ..spec.backends import backend_of, registers_custom_op
+from ..spec.model import CppTarget, OpSpec
 from ..spec.registration import custom_op_refusal
 
 __all__ = ["AutogradKind", "Registrar", "OpDecisions", "decide", "decisions"]
@@ -161,7 +162,7 @@ def decide(op: OpSpec) -> OpDecisions:
         no_jvp_message=_no_jvp_message(op, autograd),
         library_reason=(
             custom_op_refusal(op.args, op.returns, op.overload)
-            if op.backend == Backend.PYTHON
+            if backend_of(op).chooses_registration
             else None
         ),
         wrapper_bumps_versions=written and registrar in (Registrar.LIBRARY, Registrar.CPP_STABLE),
@@ -169,7 +170,7 @@ def decide(op: OpSpec) -> OpDecisions:
         writes_below_autograd=(
             not op.functional
             and bool(op.returns)
-            and op.backend != Backend.PYTHON
+            and registrar not in (Registrar.CUSTOM_OP, Registrar.LIBRARY)
             and not fallbacks
         ),
     )
@@ -196,14 +197,14 @@ def decisions(op: OpSpec) -> OpDecisions:
 
 
 def _registrar(op: OpSpec) -> Registrar:
-    backend = Backend(op.backend)
-    if backend is Backend.PYTHON:
-        return Registrar.LIBRARY if op.registration == "library" else Registrar.CUSTOM_OP
-    if backend is Backend.TRITON:
+    traits = backend_of(op)  # an unknown backend: UnknownBackendError, never another's path
+    if traits.compiles_cpp:
+        return Registrar.CPP_STABLE if op.cpp_target == CppTarget.STABLE else Registrar.CPP_CLASSIC
+    if traits.uses_triton:
         return Registrar.TRITON_OP
-    if backend is Backend.CPP:
-        return Registrar.CPP_STABLE if op.cpp_target == "stable" else Registrar.CPP_CLASSIC
-    raise AssertionError(f"no registrar for backend {backend!r}")  # pragma: no cover
+    if registers_custom_op(op):
+        return Registrar.CUSTOM_OP
+    return Registrar.LIBRARY
 
 
 def _autograd(op: OpSpec) -> AutogradKind:

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..spec.model import Backend, OpSpec
+from ..spec.backends import backend_of
+from ..spec.model import OpSpec
 from . import python as py
 from .decisions import AutogradKind, decisions
 from .testing import compile_expectation, testing_names
@@ -57,7 +58,7 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
     used -= {a.name for a in op.args}  # an argument's name means the argument
     annotations = [py.annotation(a.type) for a in op.args] + [py.return_annotation(op.returns)]
     stdlib = ["import math"] if "math" in used else []
-    if op.backend == Backend.TRITON:
+    if backend_of(op).uses_triton:
         stdlib.append("import os")
     if any("Sequence[" in text for text in annotations):
         stdlib.append("from collections.abc import Sequence")
@@ -70,7 +71,7 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
     if function and context["once_differentiable"]:
         third_party.append("from torch.autograd.function import once_differentiable")
     package: list[str] = []
-    if op.backend == Backend.CPP:
+    if backend_of(op).compiles_cpp:
         package.append("from .. import _library  # noqa: F401  (defines the op)")
     rules = {op.vmap} if op.vmap in ("elementwise", "leading", "loop") else set()
     if rules:
@@ -81,7 +82,7 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
         helpers = ("flatten", "needs_function", "nest", "unflatten")
         wanted = [h for h in helpers if h == "needs_function" or function["uses_lists"]]
         package.append("from .._autograd import " + ", ".join(_as(h, names[h]) for h in wanted))
-    if op.backend in (Backend.PYTHON, Backend.TRITON):
+    if backend_of(op).kernel_package:
         package.append(f"from ..kernels import {op.module} as {names['kernels']}")
     if op.vmap == "custom":
         package.append(f"from ..kernels import {op.module}_vmap as {names['rule']}")
@@ -161,7 +162,7 @@ def testing_imports(op: OpSpec, raw_handle_transforms: bool = False) -> list[str
     """Every name the op's tests import from `opgen.testing`, sorted as isort sorts them
     (the class first)."""
     names = {*testing_names(op), *pt2_testing_names(op)}
-    if op.backend == Backend.TRITON and "cuda" in op.devices and op.test.has_samples:
+    if backend_of(op).uses_triton and "cuda" in op.devices and op.test.has_samples:
         names.add("check_inductor_traces_kernel")
     names |= set(transforms_testing_names(op, raw_handle_transforms))
     return sorted(names, key=lambda n: (n != "TensorSpec", n))

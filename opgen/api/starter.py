@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec.model import Backend, OpSpec
+from ..spec.backends import backend_of
+from ..spec.model import OpSpec
 from .copy_plan import CopyPlan, Param, copy_plan
 from .starter_cpp import cpp_starter
 
@@ -88,7 +89,7 @@ def starter(op: OpSpec) -> Starter | None:
         if found is None or op.test.reference != found.reference:
             return None
         plan, python, element = found, found.python_body(), ""
-    if op.backend != Backend.CPP:  # Triton ops: api/starter_triton.py, from this body's plan
+    if not backend_of(op).compiles_cpp:  # Triton ops: api/starter_triton.py, from this plan
         return Starter(python=python)
     cpu, cuda_kernel, cuda = cpp_starter(op, plan, element, dispatch_dtypes(op))
     return Starter(python=python, cpu=cpu, cuda_kernel=cuda_kernel, cuda=cuda)

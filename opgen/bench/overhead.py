@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..spec.backends import backend_of
 from ..spec.model import OpSpec
 from .cases import HANDLE, NATIVE, OPGEN, REFERENCE, CaseError, build_case
 from .report import Result
@@ -139,7 +140,13 @@ def baseline_calls(min_run_time: float, threads: int, bar: Any) -> list[Result]:
 
 
 def kind_of(op: OpSpec) -> str:
-    base = f"python {op.registration}" if op.backend == "python" else f"cpp {op.cpp_target}"
+    traits = backend_of(op)
+    if traits.chooses_registration:
+        base = f"{op.backend} {op.registration}"
+    elif traits.compiles_cpp:
+        base = f"{op.backend} {op.cpp_target}"
+    else:
+        base = str(op.backend)
     return base + (" + autograd" if op.grads else "")
 
 

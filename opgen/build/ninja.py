@@ -22,6 +22,7 @@ from ..api.decisions import decisions
 from ..errors import Diagnostic, OpgenError
 from ..write.project_files import ProjectFiles
 from ..project.load import Project
+from ..spec.backends import backend_of
 from ..targets.cpp import (
     AUTOGRAD_REGISTRATION,
     IMPORTED_DIR,
@@ -192,7 +193,7 @@ def plan_build(
     config = project.config
     root = project.root
     stable = config.cpp_target == "stable"
-    cpp_ops = [op for op in project.ops if op.backend == "cpp"]
+    cpp_ops = [op for op in project.ops if backend_of(op).compiles_cpp]
     devices = {d for op in cpp_ops for d in op.devices}
     include = tools.torch_dir / "include"
     defines = [f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}"]

@@ -34,6 +34,7 @@ from ..generate import GenerateResult
 from ..generate import generate as run_generate
 from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from ..project.load import Project, load_project
+from ..spec.backends import backend_of
 from .stamp import Watched, collect_inputs, remove_stamp, stale_reason, write_stamp
 from ..targets.cpp import (
     REGISTRATION,
@@ -108,7 +109,7 @@ def run_build(
     """
     start = time.perf_counter()
     root = project.root
-    if not any(op.backend == "cpp" for op in project.ops):
+    if not any(backend_of(op).compiles_cpp for op in project.ops):
         if stamp:
             write_stamp(root, collect_inputs(root), [], None, check_cuda)
         return BuildResult(True, 'nothing to build: the project has no backend = "cpp" ops')
@@ -119,7 +120,7 @@ def run_build(
                 root / missing[0], None, "generated C++ sources are missing", "run `opgen generate`"
             )
         )
-    wants_cuda = any("cuda" in op.devices for op in project.ops if op.backend == "cpp")
+    wants_cuda = any("cuda" in op.devices for op in project.ops if backend_of(op).compiles_cpp)
     tools = find_toolchain(cuda=wants_cuda and not cpu_only)
     plan = plan_build(project, tools, check_cuda, cpu_only)
     ninja_file = write_ninja(root, plan)

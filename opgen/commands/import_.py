@@ -54,9 +54,8 @@ def import_(
         if made.root == cwd
         else f"cd {made.root.relative_to(cwd) if made.root.is_relative_to(cwd) else made.root} && "
     )
-    cpp = any('backend = "cpp"' in (made.root / s).read_text(encoding="utf-8") for s in made.specs)
     typer.echo(
-        f"next: {where}`opgen test`{' (it runs `opgen build` first)' if cpp else ''}; "
+        f"next: {where}`opgen test`{' (it runs `opgen build` first)' if made.builds_cpp else ''}; "
         "then write each op's [test] reference in its spec"
     )
     if made.failed:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..spec.backends import backend_traits
 from ._support import fail, report
 
 
@@ -65,7 +66,9 @@ def new(
         typer.echo(f"next: fill in {' and '.join(made.to_fill)}, then `opgen test`")
     else:
         yours = " and ".join([made.spec, *made.kernels])
-        first = " (it runs `opgen build` first)" if made.backend == "cpp" else ""
+        first = (
+            " (it runs `opgen build` first)" if backend_traits(made.backend).compiles_cpp else ""
+        )
         typer.echo(f"next: `opgen test`{first}, then make the op yours: {yours}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import Diagnostic
+from ..spec.backends import backend_of
 from ..spec.dialect.types import TypeKind
 from ..spec.model import OpSpec
 from ..spec.sharding import called_ops
@@ -125,7 +126,7 @@ def cpp_problems(ops: list[OpSpec], project_target: str) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for op in ops:
-        if op.backend != "cpp":
+        if not backend_of(op).compiles_cpp:
             continue
         problems.extend(_op_cpp_problems(op))
         if op.cpp_target != project_target:

@@ -15,8 +15,9 @@ from pathlib import Path
 from ..api.copy_plan import Param, copy_plan
 from ..errors import Diagnostic, OpgenError
 from ..project.load import OPS_DIR, find_root
+from ..spec.backends import DEFAULT_BACKEND, backend_traits
 from ..spec.config import CONFIG_FILE
-from ..spec.model import BACKENDS, Backend
+from ..spec.model import BACKENDS
 from ..spec.names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from ..targets.cpp import kernel_path as cpp_kernel_path
 from ..targets.python import kernel_path as python_kernel_path
@@ -291,7 +292,7 @@ def compose_new_op(
     created_project = root is None
     root = root or cwd
     if created_project:
-        backend = backend or "python"
+        backend = backend or DEFAULT_BACKEND
     elif backend is None:
         from ..spec.config import build_config
         from ..spec.load import load_toml
@@ -303,7 +304,7 @@ def compose_new_op(
             Diagnostic(None, None, f"--backend must be one of {choices}, not {backend!r}", "")
         )
     # a Triton op's tests run on CUDA and, under Triton's interpreter, on CPU
-    devices = list(devices) or (["cpu", "cuda"] if backend == Backend.TRITON else ["cpu"])
+    devices = list(devices) or list(backend_traits(backend).default_devices)
     bad = [d for d in devices if d not in ("cpu", "cuda")]
     if bad or not devices:
         raise OpgenError(
@@ -328,7 +329,7 @@ def compose_new_op(
     package = namespace if package_problem(namespace) is None else f"{namespace}_ops"
     kernel = (
         cpp_kernel_path(name, "cpu")
-        if backend == Backend.CPP
+        if backend_traits(backend).compiles_cpp
         else python_kernel_path(package if created_project else "the package", name)
     )
     if schema is None or schema.strip() == DEFAULT_SCHEMA:

@@ -10,12 +10,13 @@ from .build_settings import build_settings
 from .fields import suggest
 from .load import LoadedToml
 from .model import (
-    BACKENDS,
-    CPP_TARGETS,
     MAX_SAMPLE_ELEMENTS,
     PRIVATE_TORCH_CHECKS,
-    REGISTRATIONS,
+    Backend,
+    CompileBackend,
+    CppTarget,
     ProjectConfig,
+    Registration,
 )
 from .names import RESERVED_NAMESPACES, identifier_problem, package_problem
 from .paths import CONFIG_FILE
@@ -34,7 +35,6 @@ _OPTION_KEYS = (
     "private_torch",
     "max_sample_elements",
 )
-_COMPILE_BACKENDS = ("aot_eager", "inductor", "eager")
 
 
 def build_config(doc: LoadedToml) -> ProjectConfig:
@@ -119,13 +119,14 @@ def _choice_options(
 ) -> dict[str, object]:
     """The options that take one value of a few: the choices, the torch version, pybind."""
     values: dict[str, object] = {}
-    for key, choices in (
-        ("backend", BACKENDS),
-        ("cpp_target", CPP_TARGETS),
-        ("registration", REGISTRATIONS),
-        ("compile_backend", _COMPILE_BACKENDS),
+    for key, enum in (
+        ("backend", Backend),
+        ("cpp_target", CppTarget),
+        ("registration", Registration),
+        ("compile_backend", CompileBackend),
     ):
         if key in options:
+            choices = tuple(c.value for c in enum)  # Note [Choice enums] in model.py
             if options[key] not in choices:
                 sink.error(
                     doc.line("options", key),
@@ -133,7 +134,7 @@ def _choice_options(
                     f"use one of {', '.join(map(repr, choices))}",
                 )
             else:
-                values[key] = options[key]
+                values[key] = enum(options[key])
     if "torch_target_version" in options:
         version = options["torch_target_version"]
         if not isinstance(version, str) or not _is_version(version):

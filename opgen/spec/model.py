@@ -34,10 +34,18 @@ __all__ = [
     "ProjectConfig",
     "BACKENDS",
     "Backend",
+    "CppTarget",
+    "Registration",
+    "VmapRule",
+    "ShardingRule",
+    "RowOutput",
+    "TritonCpu",
+    "CompileBackend",
     "TRITON_CPU_CHOICES",
     "DEVICES",
     "CPP_TARGETS",
     "REGISTRATIONS",
+    "COMPILE_BACKENDS",
     "VMAP_RULES",
     "SHARDING_RULES",
     "PRIVATE_TORCH_CHECKS",
@@ -48,8 +56,9 @@ __all__ = [
 class Backend(StrEnum):
     """What implements an op: a Python kernel, C++ (and CUDA) kernels, or a Triton kernel.
 
-    Code that depends on the backend names each value (a table or an exhaustive
-    match), so that a new backend cannot fall through to another's path.
+    Code that depends on the backend reads its record in the backend table
+    (Note [Backend table] in spec/backends.py), so that a new backend cannot
+    fall through to another's path.
     """
 
     PYTHON = "python"
@@ -57,21 +66,80 @@ class Backend(StrEnum):
     TRITON = "triton"
 
 
+# Note [Choice enums]
+# Every choice a spec or opgen.toml makes from a fixed list is a StrEnum: the model holds
+# the member, which compares equal to its string (templates compare `op.vmap == "custom"`
+# and print `{{ op.backend }}` unchanged); the tuples of values below are what validation
+# checks and lists in its messages ("use one of 'stable', 'classic'").
+
+
+class CppTarget(StrEnum):
+    """`cpp_target`: which C++ API a C++ op's kernels and registration use (docs/cpp.md)."""
+
+    STABLE = "stable"
+    CLASSIC = "classic"
+
+
+class Registration(StrEnum):
+    """`registration`: how a Python op is registered, torch.library.custom_op or Library calls."""
+
+    CUSTOM_OP = "custom_op"
+    LIBRARY = "library"
+
+
+class VmapRule(StrEnum):
+    """`vmap`: the op's batching rule (Note [Batching rules] in opgen/api/transforms.py)."""
+
+    ELEMENTWISE = "elementwise"
+    LEADING = "leading"
+    CUSTOM = "custom"
+    LOOP = "loop"
+    NONE = "none"
+
+
+class ShardingRule(StrEnum):
+    """`[sharding] rule`: the op's DTensor sharding rule (opgen/spec/sharding.py)."""
+
+    ELEMENTWISE = "elementwise"
+    ROWWISE = "rowwise"
+    MATMUL = "matmul"
+    REPLICATE = "replicate"
+    CUSTOM = "custom"
+
+
+class RowOutput(StrEnum):
+    """How a row-wise op's output is placed: like the rows, or a partial sum over them."""
+
+    ROWS = "rows"
+    SUM = "sum"
+
+
+class TritonCpu(StrEnum):
+    """`[triton] cpu`: what a Triton op does on CPU tensors when Triton's interpreter is off."""
+
+    ERROR = "error"
+    REFERENCE = "reference"
+
+
+class CompileBackend(StrEnum):
+    """`compile_backend`: the torch.compile backend of the generated tests."""
+
+    AOT_EAGER = "aot_eager"
+    INDUCTOR = "inductor"
+    EAGER = "eager"
+
+
 BACKENDS = tuple(b.value for b in Backend)
-# `[triton] cpu`: what a Triton op does on CPU tensors when Triton's interpreter is off
-TRITON_CPU_CHOICES = ("error", "reference")
+TRITON_CPU_CHOICES = tuple(c.value for c in TritonCpu)
 DEVICES = ("cpu", "cuda")
-CPP_TARGETS = ("stable", "classic")
-REGISTRATIONS = ("custom_op", "library")
-# Note [Batching rules] in opgen/api/transforms.py says what each rule does.
-VMAP_RULES = ("elementwise", "leading", "custom", "loop", "none")
-SHARDING_RULES = ("elementwise", "rowwise", "matmul", "replicate", "custom")
+CPP_TARGETS = tuple(t.value for t in CppTarget)
+REGISTRATIONS = tuple(r.value for r in Registration)
+COMPILE_BACKENDS = tuple(b.value for b in CompileBackend)
+VMAP_RULES = tuple(r.value for r in VmapRule)
+SHARDING_RULES = tuple(r.value for r in ShardingRule)
 # Note [Private torch checks] in opgen/runtime/private_torch.py: what the opt-in module adds
 PRIVATE_TORCH_CHECKS = ("raw_handle_transforms", "raw_handle_versions", "sharding_cache_key")
-ROW_OUTPUTS = (
-    "rows",
-    "sum",
-)  # how a row-wise op's output is placed: like the rows, or a partial sum
+ROW_OUTPUTS = tuple(o.value for o in RowOutput)
 
 
 @dataclass(frozen=True)
@@ -288,11 +356,11 @@ class ProjectConfig:
     path: Path
     namespace: str
     package: str
-    backend: str = "python"
-    cpp_target: str = "stable"
+    backend: Backend = Backend.PYTHON
+    cpp_target: CppTarget = CppTarget.STABLE
     torch_target_version: str = "2.10"
-    registration: str = "custom_op"
-    compile_backend: str = "inductor"
+    registration: Registration = Registration.CUSTOM_OP
+    compile_backend: CompileBackend = CompileBackend.INDUCTOR
     pybind: bool = False
     templates: Path | None = None
     # the checks the project opts into that need private torch (PRIVATE_TORCH_CHECKS)
@@ -326,8 +394,8 @@ class ShardingSpec:
     sharded like the rows (`rows`) or a partial sum over them (`sum`).
     """
 
-    rule: str
-    outputs: tuple[str, ...] = ()
+    rule: ShardingRule
+    outputs: tuple[RowOutput, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -349,19 +417,19 @@ class OpSpec:
     args: tuple[Arg, ...]
     returns: tuple[Ret, ...]
     devices: tuple[str, ...]
-    backend: str
+    backend: Backend
     doc: str
     grads: tuple[GradFormula, ...]
     fake: FakeRule
     test: TestSpec
     per_device: bool = False
     double_backward: bool = True
-    cpp_target: str = "stable"
-    registration: str = "custom_op"
+    cpp_target: CppTarget = CppTarget.STABLE
+    registration: Registration = Registration.CUSTOM_OP
     pybind: bool = False
     bench: BenchSpec = BenchSpec()
     jvp: JvpRule = JvpRule()
-    vmap: str = "loop"
+    vmap: VmapRule = VmapRule.LOOP
     vmap_leading: tuple[str, ...] = ()
     autocast: tuple[tuple[str, str], ...] = ()  # (device, dtype), in the spec's order
     # torch.Tag names the op is defined with: the spec's `tags`, then those its schema
@@ -372,7 +440,7 @@ class OpSpec:
     # written tensor arguments whose kernels handle any strides: no fenced contiguity check
     strided_writes: tuple[str, ...] = ()
     # `[triton] cpu`: a Triton op's CPU calls without Triton's interpreter (TRITON_CPU_CHOICES)
-    triton_cpu: str = "error"
+    triton_cpu: TritonCpu = TritonCpu.ERROR
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -30,11 +30,13 @@ _CLASSES: dict[str, type] = {
     and cls.__module__ == module.__name__
     and cls is not OpSpec
 }
-# the enums of the schema types (TypeKind): stored by member name, since a StrEnum is also a str
+# the enums of the model and the schema types (Backend, TypeKind, ...): stored by member name,
+# since a StrEnum is also a str and would come back as a plain one
 _ENUMS: dict[str, type[Enum]] = {
     name: cls
-    for name, cls in vars(types).items()
-    if isinstance(cls, type) and issubclass(cls, Enum) and cls.__module__ == types.__name__
+    for module in (model, types)
+    for name, cls in vars(module).items()
+    if isinstance(cls, type) and issubclass(cls, Enum) and cls.__module__ == module.__name__
 }
 # the OpSpec fields stored as-is or rebuilt by hand rather than by `_encode`
 _PATH, _LINES = "path", "lines"

@@ -14,7 +14,16 @@ from typing import Any
 from ..errors import DiagnosticSink
 from .fields import check_keys, shown, string_list, suggest
 from .load import LoadedToml
-from .model import ROW_OUTPUTS, SHARDING_RULES, Arg, OpSpec, Ret, ShardingSpec
+from .model import (
+    ROW_OUTPUTS,
+    SHARDING_RULES,
+    Arg,
+    OpSpec,
+    Ret,
+    RowOutput,
+    ShardingRule,
+    ShardingSpec,
+)
 
 __all__ = ["build_sharding", "called_ops", "unkeyed_arguments", "CacheKey"]
 
@@ -113,16 +122,16 @@ def build_sharding(
     if problem is not None:
         sink.error(line, *problem)
         return None
-    return ShardingSpec(rule, _outputs(sink, doc, table, rule, rets))
+    return ShardingSpec(ShardingRule(rule), _outputs(sink, doc, table, rule, rets))
 
 
 def _outputs(
     sink: DiagnosticSink, doc: LoadedToml, table: dict[str, Any], rule: str, rets: tuple[Ret, ...]
-) -> tuple[str, ...]:
+) -> tuple[RowOutput, ...]:
     """`outputs` of a row-wise rule: one entry per returned tensor, `rows` when left out."""
     line = doc.line("sharding", "outputs")
     if "outputs" not in table:
-        return ("rows",) * len(rets) if rule == "rowwise" else ()
+        return (RowOutput.ROWS,) * len(rets) if rule == "rowwise" else ()
     if rule != "rowwise":
         sink.error(
             line, f"sharding.outputs applies to rule 'rowwise' only, not {rule!r}", "remove outputs"
@@ -145,7 +154,7 @@ def _outputs(
             f"sharding.outputs has {len(outputs)} entries but the schema returns {len(rets)} tensor(s)",
             'give one entry per returned tensor, e.g. outputs = ["rows", "sum", "sum"]',
         )
-    return outputs
+    return tuple(RowOutput(v) for v in outputs if v in ROW_OUTPUTS)  # an error above: no spec
 
 
 def called_ops(expression: str, op_names: frozenset[str]) -> list[str]:

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from ..errors import DiagnosticSink, OpgenError
+from .backends import backend_traits
 from .bench import build_bench
 from .build_settings import build_settings
 from .fields import check_keys, shown, typed
 from .formulas import EXPR_GLOBALS, build_fake, build_grads
 from .load import LoadedToml
 from .model import (
-    BACKENDS,
-    CPP_TARGETS,
     DEVICES,
-    REGISTRATIONS,
     TRITON_CPU_CHOICES,
     Arg,
     Backend,
     BuildSettings,
+    CppTarget,
     OpSpec,
     ProjectConfig,
+    Registration,
     Ret,
+    TritonCpu,
+    VmapRule,
 )
 from .names import PACKAGE_MODULES, RESERVED_NAMESPACES, RESERVED_OP_NAMES, identifier_problem
 from .registration import custom_op_refusal, derived_tags, triton_op_refusal
@@ -38,12 +41,7 @@ SPEC_KEYS = (
     "strided_writes triton".split()
 )
 _NAME_HINT = "use a short snake_case identifier"
-# how messages name each backend's ops
-_BACKEND_NAMES: dict[str, str] = {
-    Backend.PYTHON: "Python",
-    Backend.CPP: "C++",
-    Backend.TRITON: "Triton",
-}
+_Choice = TypeVar("_Choice", bound=StrEnum)
 
 
 def _choice(
@@ -51,16 +49,18 @@ def _choice(
     doc: LoadedToml,
     data: dict[str, Any],
     key: str,
-    choices: tuple[str, ...],
-    default: str,
-) -> str:
+    choices: type[_Choice],
+    default: _Choice,
+) -> _Choice:
+    """The member of `choices` (Note [Choice enums]) the spec names at `key`, else `default`."""
     value = data.get(key, default)
-    if not isinstance(value, str) or value not in choices:
+    allowed = tuple(c.value for c in choices)
+    if not isinstance(value, str) or value not in allowed:
         sink.error(
-            doc.line(key), f"{key} is {shown(value)}", f"use one of {', '.join(map(repr, choices))}"
+            doc.line(key), f"{key} is {shown(value)}", f"use one of {', '.join(map(repr, allowed))}"
         )
         return default
-    return value
+    return choices(value)
 
 
 def _name_problem(name: str, config: ProjectConfig) -> str | None:
@@ -157,11 +157,9 @@ def _top_level(
         devices = ["cpu"]
     values: dict[str, Any] = {
         "devices": tuple(devices),
-        "backend": _choice(sink, doc, data, "backend", BACKENDS, config.backend),
-        "cpp_target": _choice(sink, doc, data, "cpp_target", CPP_TARGETS, config.cpp_target),
-        "registration": _choice(
-            sink, doc, data, "registration", REGISTRATIONS, config.registration
-        ),
+        "backend": _choice(sink, doc, data, "backend", Backend, config.backend),
+        "cpp_target": _choice(sink, doc, data, "cpp_target", CppTarget, config.cpp_target),
+        "registration": _choice(sink, doc, data, "registration", Registration, config.registration),
     }
     for key, default in (
         ("per_device", False),
@@ -205,15 +203,15 @@ def _registration(
     args: tuple[Arg, ...],
     rets: tuple[Ret, ...],
     name: tuple[str, str, str] | None,
-) -> str:
+) -> Registration:
     """How a Python op registers: `custom_op` unless its schema needs `Library`.
 
     A schema custom_op cannot register switches the op to `library` unless the
     spec itself asks for custom_op (then it is an error saying why).
     """
     why = custom_op_refusal(args, rets, name[2] if name is not None else "")
-    registration: str = values["registration"]
-    if why is None or registration == "library":
+    registration: Registration = values["registration"]
+    if why is None or registration == Registration.LIBRARY:
         return registration
     if data.get("registration") == "custom_op":
         sink.error(
@@ -221,13 +219,13 @@ def _registration(
             f"custom_op cannot register this op: {why}",
             'set registration = "library" (or remove the line: opgen then picks library itself)',
         )
-    return "library"
+    return Registration.LIBRARY
 
 
 def _factory_devices(sink: DiagnosticSink, doc: LoadedToml, values: dict[str, Any]) -> None:
     """An op with no tensor argument has one kernel for every device: torch has no tensor to
     pick a device's kernel by, so it is registered for CompositeExplicitAutograd."""
-    where = "a C++ op's kernel file" if values["backend"] == "cpp" else None
+    where = "a C++ op's kernel file" if backend_traits(values["backend"]).compiles_cpp else None
     if values["per_device"]:
         sink.error(
             doc.line("per_device"),
@@ -248,10 +246,11 @@ def _op_build(
     sink: DiagnosticSink, doc: LoadedToml, table: Any, config: ProjectConfig, backend: str
 ) -> BuildSettings:
     """An op's `[build]` table: C++ ops only (Note [Build settings])."""
-    if backend != "cpp":
+    traits = backend_traits(backend)
+    if not traits.compiles_cpp:
         sink.error(
             doc.line("build"),
-            f"[build] adds to the compile of C++ ops, and this op is a {_BACKEND_NAMES[backend]} op",
+            f"[build] adds to the compile of C++ ops, and this op is a {traits.label} op",
             'remove [build], or set backend = "cpp"',
         )
         return BuildSettings()
@@ -274,12 +273,13 @@ def _strided_writes(
     """
     line = doc.line("strided_writes")
     written = [a.name for a in args if a.mutated and a.family == "Tensor"]
-    if values["backend"] != "cpp":
+    traits = backend_traits(values["backend"])
+    if not traits.compiles_cpp:
         sink.error(
             line,
             "strided_writes drops a check of the C++ kernel stubs, "
-            f"and this op is a {_BACKEND_NAMES[values['backend']]} op",
-            f"remove strided_writes (a {_BACKEND_NAMES[values['backend']]} kernel gets no such check)",
+            f"and this op is a {traits.label} op",
+            f"remove strided_writes (a {traits.label} kernel gets no such check)",
         )
         return ()
     if value is True:
@@ -308,7 +308,7 @@ def _triton(
     args: tuple[Arg, ...],
     rets: tuple[Ret, ...],
     name: tuple[str, str, str] | None,
-) -> str:
+) -> TritonCpu:
     """A Triton op's checks: a schema triton_op registers exactly (Note [Schemas of Triton
     ops]), no `registration`, and `[triton] cpu`; returns the `cpu` choice."""
     why = triton_op_refusal(args, rets, name[2] if name is not None else "")
@@ -332,7 +332,7 @@ def _triton(
             f"triton must be a table, not {shown(table)}",
             'write [triton] on its own line and cpu = "error" or cpu = "reference" below it',
         )
-        return "error"
+        return TritonCpu.ERROR
     check_keys(sink, doc, table, ("cpu",), ("triton",))
     cpu = table.get("cpu", "error")
     if not isinstance(cpu, str) or cpu not in TRITON_CPU_CHOICES:
@@ -342,7 +342,7 @@ def _triton(
             'use "error" (CPU tensors raise unless Triton\'s interpreter runs) or "reference" '
             "(CPU tensors run the spec's [test] reference)",
         )
-        return "error"
+        return TritonCpu.ERROR
     test = data.get("test", {})
     if cpu == "reference" and not (
         isinstance(test, dict) and isinstance(test.get("reference"), str)
@@ -353,8 +353,8 @@ def _triton(
             "and this spec has none",
             'add [test] reference = "<PyTorch expression>", or set cpu = "error"',
         )
-        return "error"
-    return cpu
+        return TritonCpu.ERROR
+    return TritonCpu(cpu)
 
 
 def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[str]) -> OpSpec:
@@ -405,16 +405,17 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
-    if values["backend"] == Backend.PYTHON:
+    traits = backend_traits(values["backend"])
+    if traits.chooses_registration:
         values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
     if not any(a.differentiable for a in args):
         _factory_devices(sink, doc, values)
-    if values["backend"] == Backend.TRITON:
+    if traits.uses_triton:
         values["triton_cpu"] = _triton(sink, doc, data, args, rets, parsed_name)
     elif "triton" in data:
         sink.error(
             doc.line("triton"),
-            f"[triton] configures Triton ops, and this op is a {_BACKEND_NAMES[values['backend']]} op",
+            f"[triton] configures Triton ops, and this op is a {traits.label} op",
             'remove [triton], or set backend = "triton"',
         )
     if "build" in data:
@@ -436,7 +437,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         test=test,
         bench=bench,
         jvp=jvp,
-        vmap=vmap,
+        vmap=VmapRule(vmap),  # build_vmap returns a valid rule, or its default
         vmap_leading=vmap_leading,
         autocast=autocast,
         tags=(*tags, *derived_tags(args, rets)),

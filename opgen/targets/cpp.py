@@ -12,6 +12,7 @@ from ..api.context import spec_path
 from ..api.cpp_context import CppFiles
 from ..api.decisions import decisions
 from ..api.starter import starter
+from ..spec.backends import backend_of
 from ..spec.config import CONFIG_FILE
 from ..spec.model import OpSpec, ProjectConfig
 from ..spec.paths import Owner
@@ -147,7 +148,7 @@ def cpp_project_artifacts(
     config: ProjectConfig, ops: tuple[OpSpec, ...], base: Callable[[], Context]
 ) -> list[Artifact]:
     """The library's registration sources, its loader and setup.py; `base` holds the `cpp` variables."""
-    cpp_ops = [op for op in ops if op.backend == "cpp"]
+    cpp_ops = [op for op in ops if backend_of(op).compiles_cpp]
     items: list[tuple[str, str, Owner, str, dict[str, str]]] = [
         (REGISTRATION, "cpp/registration.cpp.j2", Owner.GENERATED, "//", {}),
         (loader_path(config.package), "package/_library.py.j2", Owner.GENERATED, "#", {}),

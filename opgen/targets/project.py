@@ -20,6 +20,7 @@ from ..api.context import (
 from ..api.private_torch import private_context
 from ..errors import internal_errors
 from ..project.load import OPS_DIR, Project
+from ..spec.backends import backend_of, for_backend
 from ..spec.config import CONFIG_FILE
 from ..spec.model import Backend, OpSpec, ProjectConfig
 from ..spec.paths import STATE_DIR, Owner
@@ -39,6 +40,8 @@ from .triton import triton_kernel_artifact
 _T = TypeVar("_T")
 
 __all__ = [
+    "KERNEL_ARTIFACTS",
+    "kernel_artifacts",
     "collect_artifacts",
     "package_artifacts",
     "generated_patterns",
@@ -58,8 +61,6 @@ def _package_files(package: str) -> list[tuple[str, str]]:
     ]
 
 
-# the backends whose kernels are Python files in <package>/kernels/
-_KERNEL_PACKAGE = (Backend.PYTHON, Backend.TRITON)
 # Run-time helpers copied from opgen/runtime/ into the package (opgen/runtime/__init__.py says
 # why), and when an op needs each: its module name there and its path in the package.
 _RUNTIME = {"batching": "_batching.py", "autograd": "_autograd.py"}
@@ -107,7 +108,7 @@ def package_artifacts(
     """The package's `__init__.py`, its run-time helpers (`_batching.py`, `_autograd.py`)
     and the tests' `conftest.py`."""
     items = _package_files(config.package)
-    if not any(op.backend in _KERNEL_PACKAGE or op.vmap == "custom" for op in ops):
+    if not any(backend_of(op).kernel_package or op.vmap == "custom" for op in ops):
         items.pop()
 
     def context(template: str) -> Context:
@@ -163,6 +164,47 @@ def _naming_spec(op: OpSpec, make: Callable[[], _T]) -> Callable[[], _T]:
     return functools.cache(made)
 
 
+# A backend's kernel files, given the op's base context and whether its spec is fresh (then
+# they start with the starter bodies, Note [Starter bodies]).
+KernelArtifacts = Callable[[ProjectConfig, OpSpec, Callable[[], Context], bool], list[Artifact]]
+
+
+def _python_kernel(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool
+) -> list[Artifact]:
+    return [python_kernel_artifact(config, op, base, fresh)]
+
+
+def _triton_kernel(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool
+) -> list[Artifact]:
+    return [triton_kernel_artifact(config, op, base, fresh)]
+
+
+def _cpp_kernels(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool
+) -> list[Artifact]:
+    from .cpp import cpp_op_artifacts  # imported here: as the C++ contexts below
+
+    return cpp_op_artifacts(config, op, base, fresh)
+
+
+# each backend's kernel files (Note [Backend table] in spec/backends.py)
+KERNEL_ARTIFACTS: Mapping[Backend, KernelArtifacts] = {
+    Backend.PYTHON: _python_kernel,
+    Backend.CPP: _cpp_kernels,
+    Backend.TRITON: _triton_kernel,
+}
+
+
+def kernel_artifacts(
+    config: ProjectConfig, op: OpSpec, base: Callable[[], Context], fresh: bool
+) -> list[Artifact]:
+    """The kernel files of an op, as its backend makes them."""
+    make = for_backend(KERNEL_ARTIFACTS, op.backend, "kernel files in targets/project.py")
+    return make(config, op, base, fresh)
+
+
 def collect_artifacts(
     project: Project, fresh_specs: frozenset[str] = frozenset()
 ) -> list[Artifact]:
@@ -180,23 +222,23 @@ def collect_artifacts(
     # cover the specs of every op it names (Note [Generate cache] in incremental/inputs.py).
     callable_ops = functools.cache(lambda: siblings(ops))
     cpp_contexts: dict[str, Callable[[], dict[str, Any]]] = {}
-    if any(op.backend == Backend.CPP for op in ops):
+    if any(backend_of(op).compiles_cpp for op in ops):
         # imported here: a project of Python ops never needs the C++ targets (a lighter run)
         from ..api.cpp_context import cpp_op_context, cpp_project_context
-        from .cpp import cpp_files, cpp_op_artifacts, cpp_project_artifacts, library_file
+        from .cpp import cpp_files, cpp_project_artifacts, library_file
 
         cpp_contexts = {
             op.module: _naming_spec(
                 op, functools.partial(cpp_op_context, op, cpp_files(op, config))
             )
             for op in ops
-            if op.backend == Backend.CPP
+            if backend_of(op).compiles_cpp
         }
 
     def op_base(op: OpSpec) -> Callable[[], Context]:
         def build() -> Context:
             context: dict[str, Any] = op_context(op, config, callable_ops())
-            if op.backend == Backend.CPP:
+            if backend_of(op).compiles_cpp:
                 context["cpp"] = cpp_contexts[op.module]()
             return {"project": shared(), "op": context}
 
@@ -210,7 +252,7 @@ def collect_artifacts(
         artifacts.append(helpers)
     artifacts += sharding_artifacts(config, ops, package_base, private)
     if cpp_contexts:
-        cpp_ops = [op for op in ops if op.backend == Backend.CPP]
+        cpp_ops = [op for op in ops if backend_of(op).compiles_cpp]
         library = functools.cache(
             lambda: {
                 **package_base(),
@@ -226,15 +268,7 @@ def collect_artifacts(
         base = op_base(op)
         fresh = spec_path(op, config) in fresh_specs
         artifacts.append(op_module_artifact(config, op, base))
-        backend = Backend(op.backend)
-        if backend is Backend.PYTHON:
-            artifacts.append(python_kernel_artifact(config, op, base, fresh))
-        elif backend is Backend.TRITON:
-            artifacts.append(triton_kernel_artifact(config, op, base, fresh))
-        elif backend is Backend.CPP:
-            artifacts += cpp_op_artifacts(config, op, base, fresh)
-        else:  # pragma: no cover - Backend lists every backend
-            raise AssertionError(f"no kernel files for backend {backend!r}")
+        artifacts += kernel_artifacts(config, op, base, fresh)
         if op.vmap == "custom":
             artifacts.append(vmap_rule_artifact(config, op, base))
         artifacts.append(test_artifact(config, op, base))

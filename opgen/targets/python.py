@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from ..api.context import spec_path
 from ..api.names import kernel_raise
-from ..spec.model import Backend, OpSpec, ProjectConfig
+from ..spec.backends import backend_of
+from ..spec.model import OpSpec, ProjectConfig
 from ..spec.paths import Owner
 from . import Artifact, Context, header
 
@@ -45,14 +46,6 @@ def vmap_rule_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Con
     )
 
 
-# the template of the generated module, per backend
-_MODULE_TEMPLATES = {
-    Backend.PYTHON: "python/op.py.j2",
-    Backend.CPP: "python/cpp_op.py.j2",
-    Backend.TRITON: "python/triton_op.py.j2",
-}
-
-
 def module_path(package: str, module: str) -> str:
     """The generated module of an op."""
     return f"{package}/_generated/{module}.py"
@@ -66,7 +59,7 @@ def test_path(module: str) -> str:
 def op_module_artifact(config: ProjectConfig, op: OpSpec, base: Callable[[], Context]) -> Artifact:
     """`<package>/_generated/<op>.py`: definition, fake, autograd and the typed wrapper."""
     source = spec_path(op, config)
-    template = _MODULE_TEMPLATES[Backend(op.backend)]
+    template = backend_of(op).op_template
     path = module_path(config.package, op.module)
     return Artifact(
         path, template, Owner.GENERATED, source, lambda: {**base(), "header": header(source)}

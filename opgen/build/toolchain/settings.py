@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ...errors import Diagnostic, OpgenError
 from ...spec.build_settings import CUDA_SUFFIXES, ENV_PATH
 from ...spec.model import BuildSettings
+from ...spec.backends import backend_of
 
 if TYPE_CHECKING:
     from ...project.load import Project
@@ -51,7 +52,7 @@ def ninja_arg(arg: str) -> str:
 def project_settings(project: Project) -> list[tuple[Path, BuildSettings]]:
     """opgen.toml's [build], then each C++ op's, with the file each comes from."""
     found = [(project.config.path, project.config.build)]
-    found += [(op.path, op.build) for op in project.ops if op.backend == "cpp"]
+    found += [(op.path, op.build) for op in project.ops if backend_of(op).compiles_cpp]
     return found
 
 
