@@ -53,7 +53,14 @@ __all__ = [
 ]
 
 
-class Backend(StrEnum):
+class _Choice(StrEnum):
+    """A choice from a fixed list (Note [Choice enums]): compares, prints and reprs as its string."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)  # messages quote the value as the user wrote it: 'classic'
+
+
+class Backend(_Choice):
     """What implements an op: a Python kernel, C++ (and CUDA) kernels, or a Triton kernel.
 
     Code that depends on the backend reads its record in the backend table
@@ -68,26 +75,27 @@ class Backend(StrEnum):
 
 # Note [Choice enums]
 # Every choice a spec or opgen.toml makes from a fixed list is a StrEnum: the model holds
-# the member, which compares equal to its string (templates compare `op.vmap == "custom"`
-# and print `{{ op.backend }}` unchanged); the tuples of values below are what validation
-# checks and lists in its messages ("use one of 'stable', 'classic'").
+# the member, which compares equal to its string, prints and reprs as it (templates compare
+# `op.vmap == "custom"` and print `{{ op.backend }}` unchanged, messages quote `'classic'`);
+# the tuples of values below are what validation checks and lists in its messages
+# ("use one of 'stable', 'classic'").
 
 
-class CppTarget(StrEnum):
+class CppTarget(_Choice):
     """`cpp_target`: which C++ API a C++ op's kernels and registration use (docs/cpp.md)."""
 
     STABLE = "stable"
     CLASSIC = "classic"
 
 
-class Registration(StrEnum):
+class Registration(_Choice):
     """`registration`: how a Python op is registered, torch.library.custom_op or Library calls."""
 
     CUSTOM_OP = "custom_op"
     LIBRARY = "library"
 
 
-class VmapRule(StrEnum):
+class VmapRule(_Choice):
     """`vmap`: the op's batching rule (Note [Batching rules] in opgen/api/transforms.py)."""
 
     ELEMENTWISE = "elementwise"
@@ -97,7 +105,7 @@ class VmapRule(StrEnum):
     NONE = "none"
 
 
-class ShardingRule(StrEnum):
+class ShardingRule(_Choice):
     """`[sharding] rule`: the op's DTensor sharding rule (opgen/spec/sharding.py)."""
 
     ELEMENTWISE = "elementwise"
@@ -107,21 +115,21 @@ class ShardingRule(StrEnum):
     CUSTOM = "custom"
 
 
-class RowOutput(StrEnum):
+class RowOutput(_Choice):
     """How a row-wise op's output is placed: like the rows, or a partial sum over them."""
 
     ROWS = "rows"
     SUM = "sum"
 
 
-class TritonCpu(StrEnum):
+class TritonCpu(_Choice):
     """`[triton] cpu`: what a Triton op does on CPU tensors when Triton's interpreter is off."""
 
     ERROR = "error"
     REFERENCE = "reference"
 
 
-class CompileBackend(StrEnum):
+class CompileBackend(_Choice):
     """`compile_backend`: the torch.compile backend of the generated tests."""
 
     AOT_EAGER = "aot_eager"
