@@ -92,10 +92,10 @@ def render_all(
     `fresh_specs`: specs this run creates; their ops' kernel files start with a starter body where opgen has one.
     """
     return render_outputs(
-        collect_artifacts(project, fresh_specs),
-        ProjectFiles(project.root),
-        manifest,
-        templates or project.config.templates,
+        collect_artifacts(project, fresh_specs=fresh_specs),
+        files=ProjectFiles(project.root),
+        manifest=manifest,
+        templates=templates or project.config.templates,
     )
 
 
@@ -139,7 +139,7 @@ def generate(
         cache = GenerateCache.load(files, folder_identity(files.root), environment_digest())
         manifest = Manifest.load(files)
     with stages("validate"):
-        project = load_project(files.root, sources, cache)
+        project = load_project(files.root, sources=sources, cache=cache)
     with stages("load"):
         folder = templates or project.config.templates
         warnings = override_warnings(files.root, folder)
@@ -148,20 +148,38 @@ def generate(
                 f".opgen/manifest.json {manifest.damage}; opgen keeps what it could read"
             )
         fresh = frozenset(sources)
-        artifacts = with_first(collect_artifacts(project, fresh), first or {})
-        template_digest = templates_digest(builtin_templates_dir(), folder)
-        keys = artifact_keys(project, artifacts, cache.env, template_digest, fresh)
+        artifacts = with_first(collect_artifacts(project, fresh_specs=fresh), first or {})
+        keys = artifact_keys(
+            project,
+            artifacts=artifacts,
+            env=cache.env,
+            templates=templates_digest(builtin_templates_dir(), folder),
+            fresh_specs=fresh,
+        )
     rendered = render_outputs(
-        artifacts, files, manifest, folder, keys=keys, cache=cache, stages=stages
+        artifacts,
+        files=files,
+        manifest=manifest,
+        templates=folder,
+        keys=keys,
+        cache=cache,
+        stages=stages,
     )
     authority = Authority(
-        DeletionRules(project.config).refused,
-        force,
-        _adoptable(rendered, adopt, project.root),
-        frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
+        removal_refused=DeletionRules(project.config).refused,
+        force=force,
+        adopt=_adoptable(rendered, adopt, project.root),
+        specs=frozenset({CONFIG_FILE, *(spec_path(op, project.config) for op in project.ops)}),
     )
     with stages("write"):
-        plan = _Plan(files, cache, rendered, authority, sources, replace_sources)
+        plan = _Plan(
+            files=files,
+            cache=cache,
+            rendered=rendered,
+            authority=authority,
+            sources=sources,
+            replace_sources=replace_sources,
+        )
         changes = plan.against(manifest)
         written = not (check or dry_run) and not any(c.action.stops for c in changes)
         if written:
@@ -172,7 +190,7 @@ def generate(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Plan:
     """What a run renders and may do, planned against a manifest (once, then again under the lock)."""
 
@@ -185,12 +203,12 @@ class _Plan:
 
     def against(self, manifest: Manifest) -> list[Change]:
         return plan_changes(
-            self.files,
             self.rendered,
-            manifest,
-            self.authority,
-            self.sources,
-            self.cache.disk(self.files),
+            files=self.files,
+            manifest=manifest,
+            authority=self.authority,
+            sources=self.sources,
+            disk=self.cache.disk(self.files),
             replace_sources=self.replace_sources,
         )
 
@@ -217,7 +235,7 @@ def _write(
         changes = plan.against(manifest)
         if any(c.action.stops for c in changes):
             return changes, False
-        apply_changes(files, changes, manifest, cache.wrote)
+        apply_changes(changes, files=files, manifest=manifest, written=cache.wrote)
         warnings += _save(files, cache)
     return changes, True
 

@@ -120,7 +120,10 @@ def _file_problems(root: Path, files: list[Path]) -> tuple[list[Diagnostic], lis
 
 
 def load_project(
-    root: Path, sources: Mapping[str, str] | None = None, cache: GenerateCache | None = None
+    root: Path,
+    *,
+    sources: Mapping[str, str] | None = None,
+    cache: GenerateCache | None = None,
 ) -> Project:
     """Load and validate the project at `root`: every spec and every check across specs.
 

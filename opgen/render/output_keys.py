@@ -21,6 +21,7 @@ def project_digest(base: str, digests: Mapping[str, str]) -> str:
 
 def artifact_keys(
     project: Project,
+    *,
     artifacts: Sequence[Artifact],
     env: str,
     templates: str,

@@ -169,10 +169,10 @@ class _Outputs:
 
 def render_outputs(
     artifacts: Sequence[Artifact],
+    *,
     files: ProjectFiles,
     manifest: Manifest,
     templates: Path | None,
-    *,
     keys: Mapping[str, str] | None = None,
     cache: GenerateCache | None = None,
     stages: Stages | None = None,

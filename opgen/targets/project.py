@@ -206,7 +206,7 @@ def kernel_artifacts(
 
 
 def collect_artifacts(
-    project: Project, fresh_specs: frozenset[str] = frozenset()
+    project: Project, *, fresh_specs: frozenset[str] = frozenset()
 ) -> list[Artifact]:
     """Every file the project's specs make, sorted by path.
 

@@ -56,7 +56,11 @@ def needs_writing(files: ProjectFiles, changes: list[Change], manifest: Manifest
 
 
 def apply_changes(
-    files: ProjectFiles, changes: list[Change], manifest: Manifest, written: Written | None = None
+    changes: list[Change],
+    *,
+    files: ProjectFiles,
+    manifest: Manifest,
+    written: Written | None = None,
 ) -> None:
     """Write every change, then the manifest; call under `files.lock()`.
 

@@ -128,7 +128,7 @@ def _same(a: str, b: str) -> bool:
     return a == b or a.replace("\r\n", "\n") == b.replace("\r\n", "\n")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Authority:
     """What a run may do beyond writing its renders.
 
@@ -146,13 +146,13 @@ class Authority:
 
 
 def plan_changes(
-    files: ProjectFiles,
     rendered: list[Rendered],
+    *,
+    files: ProjectFiles,
     manifest: Manifest,
     authority: Authority,
     sources: Mapping[str, str] | None = None,
     disk: Disk | None = None,
-    *,
     replace_sources: bool = False,
 ) -> list[Change]:
     """Decide, for every file opgen owns or once owned, what a run does. Reads only.
