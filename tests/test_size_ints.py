@@ -99,11 +99,12 @@ def test_generate_warns_where_an_int_sets_the_output_shape_and_keeps_the_spec(tm
 
 
 def test_a_run_that_skips_everything_still_warns(tmp_path: Path):
-    """Note [Generate cache]: a run that replays the settled plan loads no spec, yet the
-    warnings about the specs are printed as on the run that validated them."""
+    """Note [Generate cache]: a run where nothing changed takes every spec's model from the
+    cache without validating it, yet the warnings about the specs are printed as on the run
+    that validated them."""
     _project(tmp_path)
     first = generate(tmp_path)
-    generate(tmp_path)  # settles the plan
+    generate(tmp_path)
     replayed = generate(tmp_path)
     assert {c.action.value for c in replayed.changes} == {"unchanged"}
     assert [w.format(tmp_path) for w in replayed.spec_warnings] == [
