@@ -120,7 +120,7 @@ def _import(
     root: Path, cwd: Path, paths: Sequence[Path], force: bool, namespace: str | None
 ) -> ImportResult:
     from ..spec.config import build_config
-    from ..spec.dialect.parser import SchemaError, parse
+    from ..spec.dialect.parser import parse
     from ..spec.load import load_toml
 
     existing = (
@@ -129,8 +129,56 @@ def _import(
     skip = [root / f for f in _OPGEN_FOLDERS] + ([root / existing.package] if existing else [])
     problems: list[Diagnostic] = []
     found = read_sources(source_files(cwd, paths, skip), problems)
+    ops = _parsable_ops(found.ops, problems)
+    namespace = _namespace(ops, namespace, existing.namespace if existing else None)
+    compiled = [op.language for op in ops if backend_traits(op.language).compiles_cpp]
+    backend = compiled[0] if compiled else DEFAULT_BACKEND
+    target = found.target or "stable"
+    if existing is not None and compiled:
+        _check_cpp_target(root, existing.cpp_target, target)
+    package = existing.package if existing else _package(root, namespace)
+    sources: dict[str, str] = {}
+    if existing is None:
+        sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(
+            namespace=namespace, package=package, backend=backend
+        ).replace('cpp_target = "stable"', f'cpp_target = "{target}"')
+    cpp_ops = []
+    first: dict[str, dict[str, object]] = {}
+    specs = []
+    for op in ops:
+        op.namespace = namespace
+        module = op.name.replace(".", "_")
+        args = [(a.name, a.type.family) for a in parse(op.schema).args]
+        devices = _devices(op)
+        spec = f"{OPS_DIR}/{module}.toml"
+        sources[spec] = _spec_text(root, spec, op, devices, force)
+        specs.append(spec)
+        if backend_traits(op.language).compiles_cpp:
+            cpp_ops.append((op, module, args))
+            if "cuda" in devices:
+                problems.append(_cuda_kernel_not_kept(op, module))
+        keep = for_backend(KERNEL_KEEPERS, op.language, "kernel keeper in adopt/kernels.py")
+        variables = keep(op, [name for name, _ in args], problems)
+        if variables is not None:
+            first[python_kernel_path(package, module)] = variables
+    kept = cpp_kernels(root, cpp_ops, target, found.functions, problems)
+    problems += _bindings_left_out(found, kept.included, package)
+    first.update(kept.first)
+    for unit, text in kept.units.items():
+        if not (root / unit).exists():  # the user's from its first run on
+            sources[unit] = text
+    root.mkdir(parents=True, exist_ok=True)  # no --into: the current folder or its project
+    result = generate(root, sources=sources, replace_sources=force, first=first)
+    return ImportResult(root, specs, result, problems, builds_cpp=bool(compiled))
+
+
+def _parsable_ops(found: list[FoundOp], problems: list[Diagnostic]) -> list[FoundOp]:
+    """The ops whose schema parses; each other one is reported and skipped. None left stops the
+    import."""
+    from ..spec.dialect.parser import SchemaError, parse
+
     ops = []
-    for op in found.ops:
+    for op in found:
         try:
             parse(op.schema)
         except SchemaError as exc:
@@ -156,85 +204,62 @@ def _import(
                 )
             ]
         )
-    namespace = _namespace(ops, namespace, existing.namespace if existing else None)
-    compiled = [op.language for op in ops if backend_traits(op.language).compiles_cpp]
-    backend = compiled[0] if compiled else DEFAULT_BACKEND
-    target = found.target or "stable"
-    if existing is not None and compiled and existing.cpp_target != target:
+    return ops
+
+
+def _check_cpp_target(root: Path, project: str, target: str) -> None:
+    """An extension's C++ goes only into a project that builds against the same C++ API."""
+    if project != target:
         raise OpgenError(
             Diagnostic(
                 root / CONFIG_FILE,
                 None,
-                f"the extension's C++ uses the {target} API, this project builds {existing.cpp_target}",
+                f"the extension's C++ uses the {target} API, this project builds {project}",
                 f'set cpp_target = "{target}" in {CONFIG_FILE}, or import into another project with --into',
             )
         )
-    package = existing.package if existing else _package(root, namespace)
-    sources: dict[str, str] = {}
-    if existing is None:
-        sources[CONFIG_FILE] = _PROJECT_TEMPLATE.format(
-            namespace=namespace, package=package, backend=backend
-        ).replace('cpp_target = "stable"', f'cpp_target = "{target}"')
-    cpp_ops = []
-    first: dict[str, dict[str, object]] = {}
-    specs = []
-    for op in ops:
-        op.namespace = namespace
-        module = op.name.replace(".", "_")
-        args = [(a.name, a.type.family) for a in parse(op.schema).args]
-        devices = sorted({k.device for k in op.kernels} | set(op.python_kernels)) or ["cpu"]
-        traits = backend_traits(op.language)
-        if traits.uses_triton:  # tested on CUDA, and on CPU under Triton's interpreter
-            devices = list(traits.default_devices)
-        spec = f"{OPS_DIR}/{module}.toml"
-        text = _custom_spec(
-            op.qualname,
-            op.schema,
-            devices,
-            op.language,
-            _doc(op, root),
-            _notes(op, root),
-        )
-        if (
-            (root / spec).is_file()
-            and not force
-            and (root / spec).read_text(encoding="utf-8") != text
-        ):
-            raise OpgenError(
-                Diagnostic(
-                    root / spec,
-                    None,
-                    f"{op.qualname} already has a spec, which differs from the one `opgen import` writes",
-                    "keep yours, or replace it: opgen import --force",
-                )
+
+
+def _devices(op: FoundOp) -> list[str]:
+    """The devices an imported op's spec lists: those it has kernels for (CPU where none)."""
+    traits = backend_traits(op.language)
+    if traits.uses_triton:  # tested on CUDA, and on CPU under Triton's interpreter
+        return list(traits.default_devices)
+    return sorted({k.device for k in op.kernels} | set(op.python_kernels)) or ["cpu"]
+
+
+def _spec_text(root: Path, spec: str, op: FoundOp, devices: list[str], force: bool) -> str:
+    """The spec `opgen import` writes for `op`; one already on disk with other text stops the
+    import unless `force`."""
+    text = _custom_spec(
+        op.qualname,
+        op.schema,
+        devices,
+        op.language,
+        _doc(op, root),
+        _notes(op, root),
+    )
+    if (root / spec).is_file() and not force and (root / spec).read_text(encoding="utf-8") != text:
+        raise OpgenError(
+            Diagnostic(
+                root / spec,
+                None,
+                f"{op.qualname} already has a spec, which differs from the one `opgen import` writes",
+                "keep yours, or replace it: opgen import --force",
             )
-        sources[spec] = text
-        specs.append(spec)
-        if traits.compiles_cpp:
-            cpp_ops.append((op, module, args))
-            if "cuda" in devices:
-                cuda = next(k for k in op.kernels if k.device == "cuda")
-                problems.append(
-                    Diagnostic(
-                        cuda.path,
-                        cuda.line,
-                        f"{op.qualname}'s CUDA kernel {cuda.function} is not kept: csrc/cuda/{module}.cu starts as a placeholder",
-                        f"move the body of {cuda.function} into csrc/cuda/{module}.cu",
-                    )
-                )
-        keep = for_backend(KERNEL_KEEPERS, op.language, "kernel keeper in adopt/kernels.py")
-        variables = keep(op, [name for name, _ in args], problems)
-        if variables is not None:
-            first[python_kernel_path(package, module)] = variables
-    kept = cpp_kernels(root, cpp_ops, target, found.functions, problems)
-    problems += _bindings_left_out(found, kept.included, package)
-    first.update(kept.first)
-    for unit, text in kept.units.items():
-        if not (root / unit).exists():  # the user's from its first run on
-            sources[unit] = text
-    root.mkdir(parents=True, exist_ok=True)  # no --into: the current folder or its project
-    result = generate(root, sources=sources, replace_sources=force, first=first)
-    return ImportResult(root, specs, result, problems, builds_cpp=bool(compiled))
+        )
+    return text
+
+
+def _cuda_kernel_not_kept(op: FoundOp, module: str) -> Diagnostic:
+    """A C++ op's CUDA kernel is not moved: its .cu file starts as a placeholder."""
+    cuda = next(k for k in op.kernels if k.device == "cuda")
+    return Diagnostic(
+        cuda.path,
+        cuda.line,
+        f"{op.qualname}'s CUDA kernel {cuda.function} is not kept: csrc/cuda/{module}.cu starts as a placeholder",
+        f"move the body of {cuda.function} into csrc/cuda/{module}.cu",
+    )
 
 
 def _bindings_left_out(found: Found, included: tuple[Path, ...], package: str) -> list[Diagnostic]:
