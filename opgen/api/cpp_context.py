@@ -185,8 +185,46 @@ def _contiguous(op: OpSpec, names: StubNames) -> list[str]:
 
 
 def _header_includes(op: OpSpec) -> list[str]:
+    """The op header's includes: torch's for its C++ target and types, then the standard ones."""
     families = [a.family for a in op.args] + [r.family for r in op.returns]
     types = {a.type.element for a in op.args} | {r.type.element for r in op.returns}
+    if op.cpp_target == "stable":
+        torch = list(_STABLE_HEADERS) + _type_headers(types, _STABLE_TYPE_HEADERS)
+    else:
+        lists = (
+            ["<ATen/core/List.h>"] if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families) else []
+        )
+        torch = ["<ATen/core/Tensor.h>"] + lists + _type_headers(types, _CLASSIC_TYPE_HEADERS)
+    return torch + sorted(_std_includes(op, families, types))
+
+
+_STABLE_HEADERS = (
+    "<torch/csrc/stable/library.h>",
+    "<torch/csrc/stable/ops.h>",
+    "<torch/csrc/stable/tensor.h>",
+    "<torch/headeronly/core/ScalarType.h>",
+)
+# (schema type, the header that declares its C++ type), in the order they are included
+_STABLE_TYPE_HEADERS = (
+    ("Device", "<torch/csrc/stable/device.h>"),
+    ("Layout", "<torch/headeronly/core/Layout.h>"),
+    ("MemoryFormat", "<torch/headeronly/core/MemoryFormat.h>"),
+)
+_CLASSIC_TYPE_HEADERS = (
+    ("Scalar", "<c10/core/Scalar.h>"),
+    ("Device", "<c10/core/Device.h>"),
+    ("Layout", "<c10/core/Layout.h>"),
+    ("MemoryFormat", "<c10/core/MemoryFormat.h>"),
+    ("SymInt", "<c10/core/SymInt.h>"),
+)
+
+
+def _type_headers(types: set[str], table: tuple[tuple[str, str], ...]) -> list[str]:
+    return [header for type_, header in table if type_ in types]
+
+
+def _std_includes(op: OpSpec, families: list[str], types: set[str]) -> set[str]:
+    """The standard library headers the op's C++ signature needs."""
     std = {"<cstdint>"}
     if any("?" in f for f in families):
         std.add("<optional>")
@@ -196,34 +234,7 @@ def _header_includes(op: OpSpec) -> list[str]:
         std.add("<vector>")
     if "str" in types:
         std.add("<string>")
-    if op.cpp_target == "stable":
-        torch = [
-            "<torch/csrc/stable/library.h>",
-            "<torch/csrc/stable/ops.h>",
-            "<torch/csrc/stable/tensor.h>",
-            "<torch/headeronly/core/ScalarType.h>",
-        ]
-        if "Device" in types:
-            torch.append("<torch/csrc/stable/device.h>")
-        if "Layout" in types:
-            torch.append("<torch/headeronly/core/Layout.h>")
-        if "MemoryFormat" in types:
-            torch.append("<torch/headeronly/core/MemoryFormat.h>")
-    else:
-        torch = ["<ATen/core/Tensor.h>"]
-        if {"Tensor[]", "Tensor?[]", "bool[]"} & set(families):
-            torch.append("<ATen/core/List.h>")
-        if "Scalar" in types:
-            torch.append("<c10/core/Scalar.h>")
-        if "Device" in types:
-            torch.append("<c10/core/Device.h>")
-        if "Layout" in types:
-            torch.append("<c10/core/Layout.h>")
-        if "MemoryFormat" in types:
-            torch.append("<c10/core/MemoryFormat.h>")
-        if "SymInt" in types:
-            torch.append("<c10/core/SymInt.h>")
-    return torch + sorted(std)
+    return std
 
 
 def _def_arguments(op: OpSpec) -> list[str]:
