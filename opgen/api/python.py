@@ -212,19 +212,7 @@ def sample_literal(value: object, kind: SchemaType | None = None) -> str:
     if element in ("ScalarType", *ENUMS) and isinstance(value, str):
         return f"torch.{value}"
     if isinstance(value, TensorSample):
-        fields = [literal(value.shape)]
-        for key in ("dtype", "low", "high"):
-            item = getattr(value, key)
-            if item is not None:
-                fields.append(f"{key}={literal(item)}")
-        if value.values is not None:
-            fields.append(f"values={literal(_nested_list(value.values))}")
-        for flag in ("noncontiguous", "offsets", "sorted"):
-            if getattr(value, flag):
-                fields.append(f"{flag}=True")
-        if not value.requires_grad:
-            fields.append("requires_grad=False")
-        return f"TensorSpec({', '.join(fields)})"
+        return _tensor_spec_literal(value)
     if value is NONE_SAMPLE:
         return "None"
     if (
@@ -238,6 +226,23 @@ def sample_literal(value: object, kind: SchemaType | None = None) -> str:
             return literal(value)
         return literal(list(value))
     return literal(value)
+
+
+def _tensor_spec_literal(value: TensorSample) -> str:
+    """`TensorSpec(shape, ...)` with the fields the sample sets, defaults left out."""
+    fields = [literal(value.shape)]
+    for key in ("dtype", "low", "high"):
+        item = getattr(value, key)
+        if item is not None:
+            fields.append(f"{key}={literal(item)}")
+    if value.values is not None:
+        fields.append(f"values={literal(_nested_list(value.values))}")
+    for flag in ("noncontiguous", "offsets", "sorted"):
+        if getattr(value, flag):
+            fields.append(f"{flag}=True")
+    if not value.requires_grad:
+        fields.append("requires_grad=False")
+    return f"TensorSpec({', '.join(fields)})"
 
 
 def dict_lines(items: list[tuple[str, str]], indent: str) -> list[str]:
