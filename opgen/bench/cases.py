@@ -257,6 +257,39 @@ def build_case(
         else make_inputs(op, size, device, dtype_name)
     )
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    wrt = _grad_inputs(op, inputs, backward)
+    scope: dict[str, Any] = {
+        **namespace,
+        "torch": torch,
+        "F": torch.nn.functional,
+        "math": math,
+        **size,
+        **inputs,
+    }
+    scope.update({"_op": fn, "_grad": torch.autograd.grad, "_wrt": tuple(wrt)})
+    exprs, notes = _expressions(op, fn, scope, compiled)
+    result = eval(exprs[0][1], scope)
+    outputs = _outputs(result)
+    if backward:
+        scope["_gout"] = tuple(torch.randn_like(o) for o in outputs)
+        impls = [
+            Impl(name, f"_grad(({expr}), _wrt, _gout, allow_unused=True)") for name, expr in exprs
+        ]
+    else:
+        impls = [Impl(name, expr) for name, expr in exprs]
+    mode = "forward+backward" if backward else "forward"
+    case = Case(op.qualname, size, mode, impls, scope, notes=notes)
+    case.dtype = dtype_name if len(op.bench.dtypes) > 1 else ""
+    case.numel = max((t.numel() for t in tensors), default=0)
+    _count_work(case, op, {**size, **inputs}, tensors, outputs, wrt if backward else None)
+    return case
+
+
+def _grad_inputs(op: OpSpec, inputs: dict[str, Any], backward: bool) -> list[Any]:
+    """The floating-point tensor inputs a [grad] formula differentiates, in argument order;
+    with `backward` they require grad, and there must be one."""
+    import torch
+
     wrt_names = [a.name for a in op.args if a.name in {n for f in op.grads for n in f.inputs}]
     wrt = [
         inputs[n]
@@ -269,15 +302,14 @@ def build_case(
         )
     for t in wrt if backward else ():
         t.requires_grad_(True)
-    scope: dict[str, Any] = {
-        **namespace,
-        "torch": torch,
-        "F": torch.nn.functional,
-        "math": math,
-        **size,
-        **inputs,
-    }
-    scope.update({"_op": fn, "_grad": torch.autograd.grad, "_wrt": tuple(wrt)})
+    return wrt
+
+
+def _expressions(
+    op: OpSpec, fn: Any, scope: dict[str, Any], compiled: bool
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(implementation name, expression over `scope`) for opgen's op and each baseline the spec
+    names, with what they need put into `scope`; and a note for each baseline left out."""
     exprs = [(OPGEN, _call("_op", op))]
     notes: list[str] = []
     reference = op.bench.reference or op.test.reference
@@ -297,27 +329,25 @@ def build_case(
             notes.append(f"{op.name} original: {note}")
         else:
             exprs.append((ORIGINAL, op.bench.original))
-    result = eval(exprs[0][1], scope)
-    outputs = _outputs(result)
-    if backward:
-        scope["_gout"] = tuple(torch.randn_like(o) for o in outputs)
-        impls = [
-            Impl(name, f"_grad(({expr}), _wrt, _gout, allow_unused=True)") for name, expr in exprs
-        ]
-    else:
-        impls = [Impl(name, expr) for name, expr in exprs]
-    mode = "forward+backward" if backward else "forward"
-    case = Case(op.qualname, size, mode, impls, scope, notes=notes)
-    case.dtype = dtype_name if len(op.bench.dtypes) > 1 else ""
-    case.numel = max((t.numel() for t in tensors), default=0)
-    names = {**size, **inputs}
+    return exprs, notes
+
+
+def _count_work(
+    case: Case,
+    op: OpSpec,
+    names: dict[str, Any],
+    tensors: list[Any],
+    outputs: list[Any],
+    wrt: list[Any] | None,
+) -> None:
+    """The case's flops and bytes from the spec's formulas over `names`; without either, the
+    bytes its tensors move (`wrt`: the inputs differentiated, when the case runs backward)."""
     if op.bench.flops:
         case.flops = float(_eval(op.bench.flops, names))
     if op.bench.bytes:
         case.bytes = float(_eval(op.bench.bytes, names))
     elif not op.bench.flops:
         moved = _nbytes(tensors) + _nbytes(outputs)
-        if backward:  # read grad_out and the saved inputs again, write one grad per input
+        if wrt is not None:  # read grad_out and the saved inputs again, write one grad per input
             moved += _nbytes(outputs) + 2 * _nbytes(wrt)
         case.bytes, case.derived_bytes = float(moved), True
-    return case
