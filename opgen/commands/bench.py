@@ -115,34 +115,8 @@ def bench(
     from ..project.load import load_project
     from ._tool_caches import CACHE_DIR, confine_caches
 
-    if (
-        device not in ("cpu", "cuda")
-        or metric not in ("throughput", "time")
-        or stat not in ("median", "min")
-        or clock not in ("wall", "cpu")
-    ):
-        err(
-            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min;"
-            " --clock is wall or cpu"
-        )
-        raise typer.Exit(2)
-    if clock == "cpu" and (threads != 1 or device != "cpu" or overhead):
-        err(
-            "error: --clock cpu times one CPU thread: add --threads 1 (with several threads it would"
-            " count threads spinning at a barrier; on CUDA the work is not the process's CPU time;"
-            " --overhead times by the wall clock)"
-        )
-        raise typer.Exit(2)
-    from ..spec.types import DTYPES
-
-    wanted = tuple(dict.fromkeys(d.strip() for item in dtype or [] for d in item.split(",")))
-    unknown_dtypes = [d for d in wanted if d not in DTYPES]
-    if unknown_dtypes:
-        err(f"error: --dtype {unknown_dtypes[0]} is no dtype\n  hint: one of {', '.join(DTYPES)}")
-        raise typer.Exit(2)
-    if wanted and overhead:
-        err("error: --overhead times 1-element float32 calls; drop --dtype")
-        raise typer.Exit(2)
+    _check_options(device, metric, stat, clock, threads, overhead)
+    wanted = _wanted_dtypes(dtype, overhead)
     root = project_root()
     try:
         project = load_project(root)
@@ -155,17 +129,7 @@ def bench(
             f"error: unknown op(s): {', '.join(unknown)}\n  hint: ops: {', '.join(op.name for op in project.ops)}"
         )
         raise typer.Exit(1)
-    if device == "cuda" or overhead:
-        import torch
-
-        if device == "cuda" and not torch.cuda.is_available():
-            err(
-                "skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu"
-            )
-            raise typer.Exit(0)
-        if overhead and device != "cpu":
-            err("error: --overhead times CPU calls; drop --device")
-            raise typer.Exit(2)
+    _check_device(device, overhead)
     count = set_threads(threads)
     options = BenchOptions(
         device,
@@ -201,6 +165,61 @@ def bench(
     )
     if not run.results:
         raise typer.Exit(1)
+
+
+def _check_options(
+    device: str, metric: str, stat: str, clock: str, threads: int | None, overhead: bool
+) -> None:
+    """Exit 2 on an option value bench does not know, or on --clock cpu where it would mislead."""
+    if (
+        device not in ("cpu", "cuda")
+        or metric not in ("throughput", "time")
+        or stat not in ("median", "min")
+        or clock not in ("wall", "cpu")
+    ):
+        err(
+            "error: --device is cpu or cuda; --metric is throughput or time; --stat is median or min;"
+            " --clock is wall or cpu"
+        )
+        raise typer.Exit(2)
+    if clock == "cpu" and (threads != 1 or device != "cpu" or overhead):
+        err(
+            "error: --clock cpu times one CPU thread: add --threads 1 (with several threads it would"
+            " count threads spinning at a barrier; on CUDA the work is not the process's CPU time;"
+            " --overhead times by the wall clock)"
+        )
+        raise typer.Exit(2)
+
+
+def _wanted_dtypes(dtype: list[str] | None, overhead: bool) -> tuple[str, ...]:
+    """The dtypes --dtype names (repeated or comma-separated), each once; exit 2 on an unknown one."""
+    from ..spec.types import DTYPES
+
+    wanted = tuple(dict.fromkeys(d.strip() for item in dtype or [] for d in item.split(",")))
+    unknown_dtypes = [d for d in wanted if d not in DTYPES]
+    if unknown_dtypes:
+        err(f"error: --dtype {unknown_dtypes[0]} is no dtype\n  hint: one of {', '.join(DTYPES)}")
+        raise typer.Exit(2)
+    if wanted and overhead:
+        err("error: --overhead times 1-element float32 calls; drop --dtype")
+        raise typer.Exit(2)
+    return wanted
+
+
+def _check_device(device: str, overhead: bool) -> None:
+    """Exit 0 (skipped) on --device cuda without CUDA; exit 2 on --overhead off the CPU."""
+    if device != "cuda" and not overhead:
+        return
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        err(
+            "skipped: CUDA is not available (this torch or machine has no GPU); run with --device cpu"
+        )
+        raise typer.Exit(0)
+    if overhead and device != "cpu":
+        err("error: --overhead times CPU calls; drop --device")
+        raise typer.Exit(2)
 
 
 @contextmanager
