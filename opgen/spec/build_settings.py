@@ -351,13 +351,7 @@ def build_settings(
         )
         return BuildSettings()
     allowed = OP_BUILD_KEYS if per_op else PROJECT_BUILD_KEYS
-    for key in table:
-        if key in PROJECT_BUILD_KEYS and key not in allowed:
-            sink.error(
-                doc.line("build", key),
-                f"build.{key} applies to the whole library, not to one op",
-                f"move it to [build] in opgen.toml ({', '.join(allowed)} may stay here)",
-            )
+    _library_keys_here(sink, doc, table, allowed)
     check_keys(
         sink,
         doc,
@@ -373,26 +367,47 @@ def build_settings(
         line = doc.line("build", key)
         items = _strings(sink, doc, table[key], key, line)
         lines.append((key, line))
-        if key in ("cxx_flags", "cuda_flags"):
-            _check_flags(sink, items, key, line)
-        elif key == "defines":
-            for item in items:
-                if not _DEFINE.match(item):
-                    sink.error(
-                        line,
-                        f"build.defines has {shown(item)}, which is not NAME or NAME=VALUE",
-                        'e.g. defines = ["ENABLE_FP8", "BLOCK_SIZE=128"] (no -D, no macro arguments)',
-                    )
-        elif key == "libraries":
-            for item in items:
-                if not _LIBRARY.match(item):
-                    sink.error(
-                        line,
-                        f"build.libraries has {shown(item)}, which is not a library name",
-                        'name it as -l would, without -l or a path: libraries = ["cublas"]; '
-                        "its folder goes in build.library_dirs",
-                    )
-        else:
-            _check_paths(sink, root, items, key, line)
+        _check_items(sink, root, items, key, line)
         values[key] = tuple(dict.fromkeys(items))
     return BuildSettings(**values, lines=tuple(lines))
+
+
+def _library_keys_here(
+    sink: DiagnosticSink, doc: LoadedToml, table: dict[str, Any], allowed: tuple[str, ...]
+) -> None:
+    """A setting of the whole library in an op's `[build]` is an error (each, in table order)."""
+    for key in table:
+        if key in PROJECT_BUILD_KEYS and key not in allowed:
+            sink.error(
+                doc.line("build", key),
+                f"build.{key} applies to the whole library, not to one op",
+                f"move it to [build] in opgen.toml ({', '.join(allowed)} may stay here)",
+            )
+
+
+def _check_items(
+    sink: DiagnosticSink, root: Path, items: tuple[str, ...], key: str, line: int
+) -> None:
+    """Each item of `build.<key>` checked as what that key lists: flags, defines, libraries or
+    paths."""
+    if key in ("cxx_flags", "cuda_flags"):
+        _check_flags(sink, items, key, line)
+    elif key == "defines":
+        for item in items:
+            if not _DEFINE.match(item):
+                sink.error(
+                    line,
+                    f"build.defines has {shown(item)}, which is not NAME or NAME=VALUE",
+                    'e.g. defines = ["ENABLE_FP8", "BLOCK_SIZE=128"] (no -D, no macro arguments)',
+                )
+    elif key == "libraries":
+        for item in items:
+            if not _LIBRARY.match(item):
+                sink.error(
+                    line,
+                    f"build.libraries has {shown(item)}, which is not a library name",
+                    'name it as -l would, without -l or a path: libraries = ["cublas"]; '
+                    "its folder goes in build.library_dirs",
+                )
+    else:
+        _check_paths(sink, root, items, key, line)
