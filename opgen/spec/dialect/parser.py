@@ -143,47 +143,57 @@ class _Parser:
     # -- schema ------------------------------------------------------------
     def schema(self) -> ParsedSchema:
         self.expect("(", "'(' opening the argument list")
-        args: list[Param] = []
-        kwarg_only = False
-        if not self.accept(")"):
-            while True:
-                star = self.peek()
-                if self.accept("*"):
-                    if kwarg_only:
-                        self.fail("the schema has two '*' markers", star, "keep one")
-                    kwarg_only = True
-                else:
-                    args.append(self.param(kwarg_only))
-                if self.accept(")"):
-                    break
-                if self.peek().kind == "arrow":
-                    self.fail(
-                        "expected ')' closing the argument list, found '->'",
-                        hint="add ')' before '->'",
-                    )
-                self.expect(",", "',' or ')' after an argument")
-                if self.peek().text == ")" and self.peek().kind == "punct":
-                    self.fail("the argument list ends with a comma", hint="remove the trailing ','")
+        args = self.arguments()
         if self.peek().kind != "arrow":
             self.fail(
                 f"expected '->' after the arguments, found {self._shown(self.peek())}",
                 hint='add the returns: "-> Tensor", or "-> ()" when the op returns nothing',
             )
         self.take()
-        returns: list[Param] = []
-        if self.peek().text == "(" and self.peek().kind == "punct":
-            self.take()
-            if not self.accept(")"):
-                while True:
-                    returns.append(self.ret())
-                    if self.accept(")"):
-                        break
-                    self.expect(",", "',' or ')' between returns")
-        else:
-            returns.append(self.ret())
+        returns = self.returns()
         if self.peek().kind != "end":
             self.fail(f"unexpected {self._shown(self.peek())} after the returns")
         return ParsedSchema(tuple(args), tuple(returns), self.text)
+
+    def arguments(self) -> list[Param]:
+        """The arguments after '(', up to and with the ')' that closes them; those after a '*'
+        are keyword-only."""
+        args: list[Param] = []
+        kwarg_only = False
+        if self.accept(")"):
+            return args
+        while True:
+            star = self.peek()
+            if self.accept("*"):
+                if kwarg_only:
+                    self.fail("the schema has two '*' markers", star, "keep one")
+                kwarg_only = True
+            else:
+                args.append(self.param(kwarg_only))
+            if self.accept(")"):
+                return args
+            if self.peek().kind == "arrow":
+                self.fail(
+                    "expected ')' closing the argument list, found '->'",
+                    hint="add ')' before '->'",
+                )
+            self.expect(",", "',' or ')' after an argument")
+            if self.peek().text == ")" and self.peek().kind == "punct":
+                self.fail("the argument list ends with a comma", hint="remove the trailing ','")
+
+    def returns(self) -> list[Param]:
+        """The returns after '->': one, or a parenthesised list (maybe empty)."""
+        if not (self.peek().text == "(" and self.peek().kind == "punct"):
+            return [self.ret()]
+        self.take()
+        returns: list[Param] = []
+        if self.accept(")"):
+            return returns
+        while True:
+            returns.append(self.ret())
+            if self.accept(")"):
+                return returns
+            self.expect(",", "',' or ')' between returns")
 
     def name(self, what: str, where: str = "") -> _Token:
         token = self.peek()
@@ -327,44 +337,51 @@ class _Parser:
                 raise SchemaError(exc.message, token.offset + exc.offset, exc.hint) from None
         if token.kind == "punct" and token.text == "[":
             self.take()
-            items: list[bool | int | float] = []
-            if not self.accept("]"):
-                while True:
-                    items.append(
-                        self.number(element, "write the list's items as numbers, e.g. [0, 1]")
-                    )
-                    if self.accept("]"):
-                        break
-                    self.expect(",", "',' or ']' in the list default")
-            return tuple(items)
+            return self.list_default(element)
         if token.kind == "name":
             self.take()
-            if element == "ScalarType" and token.text in SCALAR_TYPE_NAMES:
-                return token.text
-            if element in ("int", "SymInt") and token.text in INT_ENUM_DEFAULTS:
-                return INT_ENUM_DEFAULTS[token.text]
-            if token.text in ENUM_DEFAULTS.get(element, {}):
-                return ENUM_DEFAULTS[element][token.text]
-            hint = {
-                "ScalarType": "write a dtype name such as float32 or long",
-                **{
-                    kind: f"torch reads {' or '.join(ENUM_DEFAULTS[kind])} by name; write "
-                    f"another {kind} as its code: "
-                    + ", ".join(f"{code} for {name}" for code, name in enumerate(names))
-                    for kind, names in ENUMS.items()
-                },
-                "str": "quote the string: 'mean' or \"mean\"",
-                "float": "write a finite number such as 1.0 (torch reads no inf or nan default)",
-            }.get(element, "write a number, a quoted string, True, False, None or a list [...]")
-            self.fail(
-                f"{token.text!r} is not a default torch can read for {kind.spelling}", token, hint
-            )
+            return self.named_default(token, kind)
         # torch makes an int a float for `float` and `float[]`, but keeps it an int in a `float?`
         value = self.number("" if kind.is_optional else element)
         list_type = kind.unwrapped
         if list_type.kind is TypeKind.LIST and list_type.size is not None:
             return (value,) * list_type.size  # int[2] s=1 means [1, 1]
         return value
+
+    def list_default(self, element: str) -> tuple[bool | int | float, ...]:
+        """The numbers of a list default after its '[', up to and with its ']'."""
+        if self.accept("]"):
+            return ()
+        items: list[bool | int | float] = []
+        while True:
+            items.append(self.number(element, "write the list's items as numbers, e.g. [0, 1]"))
+            if self.accept("]"):
+                return tuple(items)
+            self.expect(",", "',' or ']' in the list default")
+
+    def named_default(self, token: _Token, kind: SchemaType) -> str | int:
+        """A default written as a name (taken): a dtype, or an enum value torch reads by name."""
+        element = kind.element
+        if element == "ScalarType" and token.text in SCALAR_TYPE_NAMES:
+            return token.text
+        if element in ("int", "SymInt") and token.text in INT_ENUM_DEFAULTS:
+            return INT_ENUM_DEFAULTS[token.text]
+        if token.text in ENUM_DEFAULTS.get(element, {}):
+            return ENUM_DEFAULTS[element][token.text]
+        hint = {
+            "ScalarType": "write a dtype name such as float32 or long",
+            **{
+                kind: f"torch reads {' or '.join(ENUM_DEFAULTS[kind])} by name; write "
+                f"another {kind} as its code: "
+                + ", ".join(f"{code} for {name}" for code, name in enumerate(names))
+                for kind, names in ENUMS.items()
+            },
+            "str": "quote the string: 'mean' or \"mean\"",
+            "float": "write a finite number such as 1.0 (torch reads no inf or nan default)",
+        }.get(element, "write a number, a quoted string, True, False, None or a list [...]")
+        self.fail(
+            f"{token.text!r} is not a default torch can read for {kind.spelling}", token, hint
+        )
 
     def number(self, element: str, hint: str = "write a number") -> bool | int | float:
         token = self.peek()
