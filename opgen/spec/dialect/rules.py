@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .types import Param, ParsedSchema, TypeKind
+from .types import Default, Param, ParsedSchema, TypeKind
 from .values import ENUMS, INT64_MAX, INT64_MIN
 
 __all__ = ["Problem", "schema_problems", "MAX_ARGUMENTS"]
@@ -102,75 +102,107 @@ def _default_problems(arg: Param) -> list[Problem]:
     default = arg.default
     if default is None:
         return []
-    kind, value = arg.type, default.value
-    where = f"argument {arg.name!r}"
-
-    def problem(message: str, hint: str) -> list[Problem]:
-        return [Problem(arg.offset, f"{where}: {message}", hint)]
-
-    if value is None:
-        if kind.is_optional:
-            return []
-        if kind.family == "Tensor":
-            return problem(
-                "a Tensor defaults to None only when it is optional; torch registers "
-                f"`Tensor {arg.name}=None` and then fails every call that leaves it out",
-                f"write Tensor? {arg.name}=None",
-            )
-        return problem(
-            f"the default None needs an optional type ({kind.spelling}?)",
-            f"write {kind.spelling}? {arg.name}=None, or give a {kind.spelling} default",
+    if default.value is None:
+        found = _none_default(arg)
+    else:
+        found = (
+            _refused_default(arg, default)
+            or _list_default_shape(arg, default)
+            or _default_items(arg, default)
         )
+    if found is None:
+        return []
+    message, hint = found
+    return [Problem(arg.offset, f"argument {arg.name!r}: {message}", hint)]
+
+
+# (what is wrong, what to write), or None when nothing is
+_Found = tuple[str, str] | None
+
+
+def _none_default(arg: Param) -> _Found:
+    """A None default needs an optional type."""
+    kind = arg.type
+    if kind.is_optional:
+        return None
+    if kind.family == "Tensor":
+        return (
+            "a Tensor defaults to None only when it is optional; torch registers "
+            f"`Tensor {arg.name}=None` and then fails every call that leaves it out",
+            f"write Tensor? {arg.name}=None",
+        )
+    return (
+        f"the default None needs an optional type ({kind.spelling}?)",
+        f"write {kind.spelling}? {arg.name}=None, or give a {kind.spelling} default",
+    )
+
+
+def _refused_default(arg: Param, default: Default) -> _Found:
+    """A default other than None on a type torch reads it wrong for, or takes none for."""
+    kind, value = arg.type, default.value
     inner = kind.unwrapped
     if kind.is_optional and inner.kind is TypeKind.LIST:
-        return problem(
+        return (
             "an optional list can only default to None (torch cannot read a list default here)",
             f"write {kind.spelling} {arg.name}=None, or drop the ? to keep the list default",
         )
     if kind.is_optional and inner.kind is TypeKind.BASE and inner.name == "float":
         if isinstance(value, int) and not isinstance(value, bool):
-            return problem(
+            return (
                 f"torch stores the default {default.text} of a float? as an integer",
                 f"write {float(value)!r}",
             )
     if inner.kind is TypeKind.TUPLE:
-        return problem(
+        return (
             "a tuple type can only default to None",
             f"write {kind.spelling} {arg.name}=None",
         )
     if inner.element in ("Tensor", "Generator") or inner.element not in _VALUE_CHECKS:
-        return problem(
+        return (
             f"{kind.spelling} takes no default other than None",
             f"write {kind.spelling}? {arg.name}=None, or remove the default",
         )
-    if inner.kind is TypeKind.LIST:
-        if not isinstance(value, tuple):
-            return problem(
-                f"the default {default.text} of an unsized list must be a list",
-                f"write {arg.name}=[{default.text}] (a size, as in int[2], repeats one value)",
-            )
-        if inner.size is not None and len(value) != inner.size:
-            return problem(
-                f"the default {default.text} has {len(value)} items but the type {kind.spelling} has {inner.size}",
-                f"give {inner.size} items, or one value to repeat ({arg.name}={value[0] if value else 0})",
-            )
-        items: tuple[object, ...] = value
-    else:
+    return None
+
+
+def _list_default_shape(arg: Param, default: Default) -> _Found:
+    """A list type's default is a list of its size (or one value to repeat); another type's is
+    one value."""
+    kind, value = arg.type, default.value
+    inner = kind.unwrapped
+    if inner.kind is not TypeKind.LIST:
         if isinstance(value, tuple):
-            return problem(
+            return (
                 f"the default {default.text} is a list but {kind.spelling} is not",
                 "write a single value",
             )
-        items = (value,)
-    check, wanted = _VALUE_CHECKS[inner.element]
+        return None
+    if not isinstance(value, tuple):
+        return (
+            f"the default {default.text} of an unsized list must be a list",
+            f"write {arg.name}=[{default.text}] (a size, as in int[2], repeats one value)",
+        )
+    if inner.size is not None and len(value) != inner.size:
+        return (
+            f"the default {default.text} has {len(value)} items but the type {kind.spelling} has {inner.size}",
+            f"give {inner.size} items, or one value to repeat ({arg.name}={value[0] if value else 0})",
+        )
+    return None
+
+
+def _default_items(arg: Param, default: Default) -> _Found:
+    """Each value of the default (each item of a list's) is one the element type holds."""
+    value = default.value
+    items: tuple[object, ...] = value if isinstance(value, tuple) else (value,)
+    check, wanted = _VALUE_CHECKS[arg.type.unwrapped.element]
     for item in items:
         if not check(item):
-            return problem(
+            return (
                 f"the default {default.text} is not {wanted[0]} (torch accepts it, then "
                 f"{'misreads it' if isinstance(item, str) else 'fails when the default is used'})",
                 f"write {wanted[0]}, e.g. {wanted[1]}",
             )
-    return []
+    return None
 
 
 def _is_int(value: object) -> bool:
