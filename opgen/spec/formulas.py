@@ -95,16 +95,37 @@ def build_grads(
     rets: tuple[Ret, ...],
     op_names: frozenset[str],
 ) -> tuple[GradFormula, ...]:
+    if table and _no_grads(sink, doc, args, rets):
+        return ()
+    allowed = _formula_names(args, rets, op_names)
+    inputs = {a.name for a in args}
+    taken: set[str] = set()
+    by_name = {a.name: a for a in args}
     formulas: list[GradFormula] = []
-    if table and not rets:
+    for key, expr in table.items():
+        line = doc.line("grad", key)
+        targets = tuple(t.strip() for t in key.split(","))
+        _check_grad_targets(sink, line, targets, by_name, taken)
+        formula = _grad_formula(sink, line, key, expr, targets, allowed, inputs, op_names)
+        if formula is not None:
+            formulas.append(formula)
+    return tuple(formulas)
+
+
+def _no_grads(
+    sink: DiagnosticSink, doc: LoadedToml, args: tuple[Arg, ...], rets: tuple[Ret, ...]
+) -> bool:
+    """Whether the op can have no gradient formulas at all (reported): it returns nothing,
+    writes an argument, or returns a view."""
+    if not rets:
         sink.error(
             doc.line("grad"),
             "this op returns nothing, so it has no gradients",
             "remove the [grad] table",
         )
-        return ()
+        return True
     written = [a.name for a in args if a.mutated]
-    if table and written:
+    if written:
         # torch registers gradient formulas only for functional ops (Note [Mutating ops that return]).
         sink.error(
             doc.line("grad"),
@@ -113,74 +134,92 @@ def build_grads(
             "remove the [grad] table (the op then runs below autograd: its outputs do not "
             "require grad), or make the op functional: return new tensors instead of writing",
         )
-        return ()
+        return True
     views = [i + 1 for i, r in enumerate(rets) if r.aliased]
-    if table and views:
+    if views:
         sink.error(
             doc.line("grad"),
             f"return {views[0]} aliases an argument (a view), and PyTorch registers gradient "
             "formulas only for ops whose returns are new tensors",
             "remove the [grad] table (the op then runs below autograd), or return a new tensor",
         )
-        return ()
-    allowed = _formula_names(args, rets, op_names)
-    inputs = {a.name for a in args}
-    taken: set[str] = set()
-    by_name = {a.name: a for a in args}
-    for key, expr in table.items():
-        line = doc.line("grad", key)
-        targets = tuple(t.strip() for t in key.split(","))
-        for target in targets:
-            arg = by_name.get(target)
-            if arg is None:
-                sink.error(
-                    line,
-                    f"gradient for unknown input {target!r}",
-                    f"inputs: {', '.join(by_name) or 'none'}",
-                )
-            elif not arg.differentiable:
-                sink.error(
-                    line,
-                    f"input {target!r} is a {arg.type.spelling}, not a tensor: it has no gradient",
-                    "remove this formula",
-                )
-            elif arg.kwarg_only:
-                sink.error(
-                    line,
-                    f"input {target!r} is keyword-only, and torch gives keyword-only tensors no gradient",
-                    "move it before the `*` in the schema, or remove this formula",
-                )
-            elif arg.mutated:
-                sink.error(
-                    line,
-                    f"input {target!r} is mutated; gradients through mutated inputs are not supported",
-                    "remove this formula",
-                )
-            elif target in taken:
-                sink.error(line, f"input {target!r} has two gradient formulas", "keep one")
-            taken.add(target)
-        if not isinstance(expr, str):
+        return True
+    return False
+
+
+def _check_grad_targets(
+    sink: DiagnosticSink,
+    line: int,
+    targets: tuple[str, ...],
+    by_name: dict[str, Arg],
+    taken: set[str],
+) -> None:
+    """Each input a formula is for is a differentiable tensor input without another formula;
+    `taken` learns them."""
+    for target in targets:
+        arg = by_name.get(target)
+        if arg is None:
             sink.error(
                 line,
-                f"gradient formula for {key!r} must be a string, not {shown(expr)}",
-                f'e.g. {targets[0] or "x"} = "grad * x.cos()"',
+                f"gradient for unknown input {target!r}",
+                f"inputs: {', '.join(by_name) or 'none'}",
             )
-            continue
-        try:
-            tree = check_expression(expr, allowed, f"gradient formula for {key!r}", inputs)
-        except ExprProblem as exc:
-            sink.error(line, exc.message, exc.hint)
-            continue
-        uncalled = _uncalled_ops(tree, callable_ops(op_names) - inputs)
-        if uncalled:
+        elif not arg.differentiable:
             sink.error(
                 line,
-                f"gradient formula for {key!r} names the op {uncalled!r} without calling it",
-                f"call it, e.g. {uncalled}(grad, ...)",
+                f"input {target!r} is a {arg.type.spelling}, not a tensor: it has no gradient",
+                "remove this formula",
             )
-            continue
-        formulas.append(GradFormula(targets, expr.strip(), line))
-    return tuple(formulas)
+        elif arg.kwarg_only:
+            sink.error(
+                line,
+                f"input {target!r} is keyword-only, and torch gives keyword-only tensors no gradient",
+                "move it before the `*` in the schema, or remove this formula",
+            )
+        elif arg.mutated:
+            sink.error(
+                line,
+                f"input {target!r} is mutated; gradients through mutated inputs are not supported",
+                "remove this formula",
+            )
+        elif target in taken:
+            sink.error(line, f"input {target!r} has two gradient formulas", "keep one")
+        taken.add(target)
+
+
+def _grad_formula(
+    sink: DiagnosticSink,
+    line: int,
+    key: str,
+    expr: object,
+    targets: tuple[str, ...],
+    allowed: set[str],
+    inputs: set[str],
+    op_names: frozenset[str],
+) -> GradFormula | None:
+    """The formula `key = expr`, or None (reported) when it is no string, no valid expression,
+    or names an op without calling it."""
+    if not isinstance(expr, str):
+        sink.error(
+            line,
+            f"gradient formula for {key!r} must be a string, not {shown(expr)}",
+            f'e.g. {targets[0] or "x"} = "grad * x.cos()"',
+        )
+        return None
+    try:
+        tree = check_expression(expr, allowed, f"gradient formula for {key!r}", inputs)
+    except ExprProblem as exc:
+        sink.error(line, exc.message, exc.hint)
+        return None
+    uncalled = _uncalled_ops(tree, callable_ops(op_names) - inputs)
+    if uncalled:
+        sink.error(
+            line,
+            f"gradient formula for {key!r} names the op {uncalled!r} without calling it",
+            f"call it, e.g. {uncalled}(grad, ...)",
+        )
+        return None
+    return GradFormula(targets, expr.strip(), line)
 
 
 def called_ops(op: OpSpec) -> frozenset[str]:
