@@ -65,15 +65,7 @@ def build_jvp(
     if not table:
         return JvpRule()
     line = doc.line("jvp")
-    if not rets:
-        sink.error(line, "this op returns nothing, so it has no tangents", "remove the [jvp] table")
-        return JvpRule()
-    if any(a.mutated for a in args):
-        sink.error(
-            line,
-            "this op mutates an argument, and PyTorch has no forward-mode AD for mutating custom ops",
-            "remove the [jvp] table",
-        )
+    if _no_tangents(sink, line, args, rets):
         return JvpRule()
     results = ["result"] + ([f"result{i}" for i in range(len(rets))] if len(rets) > 1 else [])
     allowed_keys = (*results, *JVP_AUTO)
@@ -93,17 +85,38 @@ def build_jvp(
         return _auto_rule(sink, doc, table, autos[0], args, rets, grads, line)
     if not exprs:
         return JvpRule()
-    if "result" in exprs and len(exprs) > 1:
-        sink.error(line, "[jvp] gives both result and resultN", "keep one form")
-        return JvpRule()
-    keys = ["result"] if "result" in exprs else [f"result{i}" for i in range(len(rets))]
-    missing = [k for k in keys if k not in exprs]
-    if missing:
+    return _formula_rule(sink, doc, exprs, args, rets, op_names, line)
+
+
+def _no_tangents(
+    sink: DiagnosticSink, line: int, args: tuple[Arg, ...], rets: tuple[Ret, ...]
+) -> bool:
+    """Whether the op can have no forward-mode rule (reported): it returns nothing or mutates."""
+    if not rets:
+        sink.error(line, "this op returns nothing, so it has no tangents", "remove the [jvp] table")
+        return True
+    if any(a.mutated for a in args):
         sink.error(
             line,
-            f"[jvp] has no formula for {', '.join(missing)}",
-            f"give one formula per output ({', '.join(keys)}), or result = \"(..., ...)\" for all",
+            "this op mutates an argument, and PyTorch has no forward-mode AD for mutating custom ops",
+            "remove the [jvp] table",
         )
+        return True
+    return False
+
+
+def _formula_rule(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    exprs: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    op_names: frozenset[str],
+    line: int,
+) -> JvpRule:
+    """The rule of `result = "..."` (or one `resultN` per output): each formula checked."""
+    keys = _formula_keys(sink, exprs, rets, line)
+    if keys is None:
         return JvpRule()
     allowed = (
         {a.name for a in args}
@@ -127,6 +140,26 @@ def build_jvp(
     if len(good) != len(keys):
         return JvpRule()
     return JvpRule(result=tuple(good), line=line)
+
+
+def _formula_keys(
+    sink: DiagnosticSink, exprs: dict[str, Any], rets: tuple[Ret, ...], line: int
+) -> list[str] | None:
+    """The keys of the formulas, in output order: `result`, or every `resultN`; None (reported)
+    when both forms are given or an output has none."""
+    if "result" in exprs and len(exprs) > 1:
+        sink.error(line, "[jvp] gives both result and resultN", "keep one form")
+        return None
+    keys = ["result"] if "result" in exprs else [f"result{i}" for i in range(len(rets))]
+    missing = [k for k in keys if k not in exprs]
+    if missing:
+        sink.error(
+            line,
+            f"[jvp] has no formula for {', '.join(missing)}",
+            f"give one formula per output ({', '.join(keys)}), or result = \"(..., ...)\" for all",
+        )
+        return None
+    return keys
 
 
 def _auto_rule(
