@@ -362,12 +362,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     sink = DiagnosticSink(doc.path)
     data = doc.data
     check_keys(sink, doc, data, SPEC_KEYS, ())
-    for required, example in (
-        ("name", f'name = "{config.namespace}::my_op"'),
-        ("schema", 'schema = "(Tensor x) -> Tensor"'),
-    ):
-        if required not in data:
-            sink.error(1, f"missing required field {required!r}", f"add {example}")
+    _required_fields(sink, data, config)
     parsed_name = None
     if "name" in data and typed(sink, doc, data["name"], str, "name"):
         parsed_name = _parse_name(sink, doc, data["name"], config)
@@ -375,17 +370,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     parsed = None
     if "schema" in data and typed(sink, doc, data["schema"], str, "schema"):
         parsed = parse_schema(sink, doc, data["schema"], mutates)
-    tables = {}
-    for key in ("grad", "fake", "test", "bench", "jvp", "sharding"):
-        value = data.get(key, {})
-        if not isinstance(value, dict):
-            sink.error(
-                doc.line(key),
-                f"{key} must be a table, not {shown(value)}",
-                f"write [{key}] on its own line and the entries below it",
-            )
-            value = {}
-        tables[key] = value
+    tables = _tables(sink, doc)
     if parsed is None:  # a missing or failed schema always recorded why
         raise OpgenError(sink.items)
     args, rets = parsed
@@ -405,23 +390,7 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
     autocast = build_autocast(sink, doc, data.get("autocast"), args, values["devices"], test.dtypes)
     tags = build_tags(sink, doc, data.get("tags"))
     sharding = build_sharding(sink, doc, tables["sharding"], args, rets, "sharding" in data)
-    traits = backend_traits(values["backend"])
-    if traits.chooses_registration:
-        values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
-    if not any(a.differentiable for a in args):
-        _factory_devices(sink, doc, values)
-    if traits.uses_triton:
-        values["triton_cpu"] = _triton(sink, doc, data, args, rets, parsed_name)
-    elif "triton" in data:
-        sink.error(
-            doc.line("triton"),
-            f"[triton] configures Triton ops, and this op is a {traits.label} op",
-            'remove [triton], or set backend = "triton"',
-        )
-    if "build" in data:
-        values["build"] = _op_build(sink, doc, data["build"], config, values["backend"])
-    if "strided_writes" in data:
-        values["strided_writes"] = _strided_writes(sink, doc, data["strided_writes"], args, values)
+    _implementation_values(sink, doc, config, values, args, rets, parsed_name)
     if sink.items or parsed_name is None:  # a bad name always recorded why
         raise OpgenError(sink.items)
     namespace, name, overload = parsed_name
@@ -445,3 +414,60 @@ def build_op_spec(doc: LoadedToml, config: ProjectConfig, op_names: frozenset[st
         lines=dict(doc.lines),
         **values,
     )
+
+
+def _required_fields(sink: DiagnosticSink, data: dict[str, Any], config: ProjectConfig) -> None:
+    """A spec without a name or a schema is reported, with an example of each."""
+    for required, example in (
+        ("name", f'name = "{config.namespace}::my_op"'),
+        ("schema", 'schema = "(Tensor x) -> Tensor"'),
+    ):
+        if required not in data:
+            sink.error(1, f"missing required field {required!r}", f"add {example}")
+
+
+def _tables(sink: DiagnosticSink, doc: LoadedToml) -> dict[str, dict[str, Any]]:
+    """The spec's tables read by their own builders; one that is not a table reads as empty."""
+    tables = {}
+    for key in ("grad", "fake", "test", "bench", "jvp", "sharding"):
+        value = doc.data.get(key, {})
+        if not isinstance(value, dict):
+            sink.error(
+                doc.line(key),
+                f"{key} must be a table, not {shown(value)}",
+                f"write [{key}] on its own line and the entries below it",
+            )
+            value = {}
+        tables[key] = value
+    return tables
+
+
+def _implementation_values(
+    sink: DiagnosticSink,
+    doc: LoadedToml,
+    config: ProjectConfig,
+    values: dict[str, Any],
+    args: tuple[Arg, ...],
+    rets: tuple[Ret, ...],
+    parsed_name: tuple[str, str, str] | None,
+) -> None:
+    """How the op is implemented, into `values`: its registration (where the backend has a choice), the devices of a
+    factory op, [triton] (Triton ops only), [build] and strided_writes."""
+    data = doc.data
+    traits = backend_traits(values["backend"])
+    if traits.chooses_registration:
+        values["registration"] = _registration(sink, doc, data, values, args, rets, parsed_name)
+    if not any(a.differentiable for a in args):
+        _factory_devices(sink, doc, values)
+    if traits.uses_triton:
+        values["triton_cpu"] = _triton(sink, doc, data, args, rets, parsed_name)
+    elif "triton" in data:
+        sink.error(
+            doc.line("triton"),
+            f"[triton] configures Triton ops, and this op is a {traits.label} op",
+            'remove [triton], or set backend = "triton"',
+        )
+    if "build" in data:
+        values["build"] = _op_build(sink, doc, data["build"], config, values["backend"])
+    if "strided_writes" in data:
+        values["strided_writes"] = _strided_writes(sink, doc, data["strided_writes"], args, values)
