@@ -180,22 +180,40 @@ class DistPool:
                 raise TimeoutError(
                     f"{what}: ranks {sorted(busy)} did not answer within {timeout_s:.0f} s"
                 )
-            for obj in ready:
-                rank = waiting.get(obj, sentinels.get(obj))
-                if rank is None or rank in replies:
-                    continue
-                try:
-                    if obj in waiting:
-                        replies[rank] = obj.recv()
-                        continue
-                except EOFError:  # the rank closed its end: it is dying
-                    pass
-                self._procs[rank].join(timeout=5)
-                code = self._procs[rank].exitcode
-                self.close(frozenset(r for r in range(self.world_size) if r not in replies))
-                raise RuntimeError(f"{what}: rank {rank} died (exit code {code})")
+            self._receive(what, ready, waiting, sentinels, replies)
             if any(kind == "error" for kind, _ in replies.values()):
                 deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
+        self._raise_errors(what, replies)
+        return [replies[r][1] for r in range(self.world_size)]
+
+    def _receive(
+        self,
+        what: str,
+        ready: list[Any],
+        waiting: dict[Any, int],
+        sentinels: dict[Any, int],
+        replies: dict[int, tuple[str, Any]],
+    ) -> None:
+        """The replies of the ranks whose pipe or process is `ready` into `replies`; a rank that
+        died instead closes the pool and raises."""
+        for obj in ready:
+            rank = waiting.get(obj, sentinels.get(obj))
+            if rank is None or rank in replies:
+                continue
+            try:
+                if obj in waiting:
+                    replies[rank] = obj.recv()
+                    continue
+            except EOFError:  # the rank closed its end: it is dying
+                pass
+            self._procs[rank].join(timeout=5)
+            code = self._procs[rank].exitcode
+            self.close(frozenset(r for r in range(self.world_size) if r not in replies))
+            raise RuntimeError(f"{what}: rank {rank} died (exit code {code})")
+
+    def _raise_errors(self, what: str, replies: dict[int, tuple[str, Any]]) -> None:
+        """One error for every rank that failed, each text once with the ranks that gave it;
+        ranks that did not answer are restarted."""
         by_text: dict[str, list[int]] = {}
         for rank, (kind, reply) in sorted(replies.items()):
             if kind == "error":
@@ -203,10 +221,10 @@ class DistPool:
         errors = [
             f"--- rank {', '.join(map(str, ranks))} ---\n{text}" for text, ranks in by_text.items()
         ]
-        if errors:
-            silent = frozenset(r for r in range(self.world_size) if r not in replies)
-            if silent:
-                self.close(silent)
-                errors.append(f"(ranks {sorted(silent)} did not answer; the pool was restarted)")
-            raise AssertionError(f"{what} failed:\n" + "\n".join(errors))
-        return [replies[r][1] for r in range(self.world_size)]
+        if not errors:
+            return
+        silent = frozenset(r for r in range(self.world_size) if r not in replies)
+        if silent:
+            self.close(silent)
+            errors.append(f"(ranks {sorted(silent)} did not answer; the pool was restarted)")
+        raise AssertionError(f"{what} failed:\n" + "\n".join(errors))
