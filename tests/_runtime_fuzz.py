@@ -22,6 +22,7 @@ import importlib
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,50 +80,110 @@ def mutate(module: Any, kwargs: dict[str, Any], kind: str, rng: random.Random) -
     tensors = _tensor_names(kwargs)
     if kind == "valid":
         return "valid"
-    if kind in ("dtype", "meta", "shape", "strided", "expanded", "none") and not tensors:
+    if kind in _TENSOR_MUTATIONS and not tensors:
         return ""
-    name = rng.choice(tensors) if tensors else ""
-    t = kwargs.get(name)
-    if kind == "dtype":
-        dtype = rng.choice(WRONG_DTYPES)
-        kwargs[name] = t.to(getattr(torch, dtype))
-        return f"{name} as {dtype}"
-    if kind == "meta":
-        kwargs[name] = t.to("meta")
-        return f"{name} on meta"
-    if kind == "all_meta":
-        for n in tensors:
-            kwargs[n] = kwargs[n].to("meta")
-        return "every tensor on meta"
-    if kind == "shape":
-        if t.dim() > 0 and t.shape[0] and rng.random() < 0.5:
-            kwargs[name] = t.select(0, 0)
-            return f"{name} without its first dimension"
-        kwargs[name] = torch.cat([t, t[:1]]) if t.dim() and t.shape[0] else t.unsqueeze(0)
-        return f"{name} one row longer"
-    if kind == "strided":
-        wide = torch.zeros((*t.shape[:-1], 2 * t.shape[-1]) if t.dim() else (2,), dtype=t.dtype)
-        view = wide[..., ::2] if t.dim() else wide[0]
-        kwargs[name] = view.copy_(t)
-        return f"{name} strided"
-    if kind == "expanded":
-        if t.numel() == 0:
-            return ""
-        kwargs[name] = t.reshape(-1)[:1].reshape([1] * t.dim()).expand(t.shape)
-        return f"{name} expanded from one element"
-    if kind == "int_boundary":
-        ints = _int_names(module, kwargs)
-        if not ints:
-            return ""
-        which, value = rng.choice(ints), rng.choice(INT_BOUNDARIES)
-        kwargs[which] = value
-        return f"{which}={value}"
-    if kind == "none":
-        kwargs[name] = None
-        return f"{name}=None"
-    if kind == "alias":
-        return _alias(module, kwargs, tensors, rng)
-    raise AssertionError(kind)
+    name = rng.choice(tensors) if tensors else ""  # drawn for every kind: a case stays the same
+    if kind not in _MUTATE:
+        raise AssertionError(kind)
+    return _MUTATE[kind](module, kwargs, name, tensors, rng)
+
+
+# Each mutation: (module, kwargs, a tensor argument's name, every tensor argument's, rng) -> what
+# it did, or "" when it cannot apply.
+_Mutation = Callable[[Any, dict[str, Any], str, list[str], random.Random], str]
+# the mutations of one tensor argument, `name`: none applies to an op without tensor arguments
+_TENSOR_MUTATIONS = ("dtype", "meta", "shape", "strided", "expanded", "none")
+
+
+def _wrong_dtype(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    dtype = rng.choice(WRONG_DTYPES)
+    kwargs[name] = kwargs[name].to(getattr(torch, dtype))
+    return f"{name} as {dtype}"
+
+
+def _on_meta(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    kwargs[name] = kwargs[name].to("meta")
+    return f"{name} on meta"
+
+
+def _all_on_meta(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    for n in tensors:
+        kwargs[n] = kwargs[n].to("meta")
+    return "every tensor on meta"
+
+
+def _wrong_shape(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    t = kwargs[name]
+    if t.dim() > 0 and t.shape[0] and rng.random() < 0.5:
+        kwargs[name] = t.select(0, 0)
+        return f"{name} without its first dimension"
+    kwargs[name] = torch.cat([t, t[:1]]) if t.dim() and t.shape[0] else t.unsqueeze(0)
+    return f"{name} one row longer"
+
+
+def _strided(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    t = kwargs[name]
+    wide = torch.zeros((*t.shape[:-1], 2 * t.shape[-1]) if t.dim() else (2,), dtype=t.dtype)
+    view = wide[..., ::2] if t.dim() else wide[0]
+    kwargs[name] = view.copy_(t)
+    return f"{name} strided"
+
+
+def _expanded(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    t = kwargs[name]
+    if t.numel() == 0:
+        return ""
+    kwargs[name] = t.reshape(-1)[:1].reshape([1] * t.dim()).expand(t.shape)
+    return f"{name} expanded from one element"
+
+
+def _int_boundary(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    ints = _int_names(module, kwargs)
+    if not ints:
+        return ""
+    which, value = rng.choice(ints), rng.choice(INT_BOUNDARIES)
+    kwargs[which] = value
+    return f"{which}={value}"
+
+
+def _none(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    kwargs[name] = None
+    return f"{name}=None"
+
+
+def _aliased(
+    module: Any, kwargs: dict[str, Any], name: str, tensors: list[str], rng: random.Random
+) -> str:
+    return _alias(module, kwargs, tensors, rng)
+
+
+_MUTATE: dict[str, _Mutation] = {
+    "dtype": _wrong_dtype,
+    "meta": _on_meta,
+    "all_meta": _all_on_meta,
+    "shape": _wrong_shape,
+    "strided": _strided,
+    "expanded": _expanded,
+    "int_boundary": _int_boundary,
+    "none": _none,
+    "alias": _aliased,
+}
 
 
 def _alias(module: Any, kwargs: dict[str, Any], tensors: list[str], rng: random.Random) -> str:
