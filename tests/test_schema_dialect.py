@@ -89,30 +89,50 @@ def _differences(params: tuple[Any, ...], torch_params: list[Any], arguments: bo
     out = []
     for ours, theirs in zip(params, torch_params, strict=True):
         where = ours.name or "return"
-        if (ours.name or "") != theirs.name:
-            out.append(f"{where}: name {theirs.name!r}")
-        if ours.type.family != _torch_type(theirs.real_type):
-            out.append(f"{where}: type {ours.type.family} != {_torch_type(theirs.real_type)}")
-        inner = ours.type.unwrapped
-        size = inner.size if inner.kind is TypeKind.LIST else None
-        if size != theirs.N:
-            out.append(f"{where}: size {size} != {theirs.N}")
-        mine, info = ours.type.annotation, theirs.alias_info
-        if (mine is None) != (info is None):
-            out.append(f"{where}: alias {mine} != {info}")
-        elif mine is not None:
-            if mine.is_write != info.is_write or len(mine.before) != len(info.before_set):
-                out.append(f"{where}: alias {mine} != {info}")
-            elif mine.fresh is None and not any(str(n).startswith("$") for n in info.before_set):
-                if set(mine.before) != set(info.before_set):
-                    out.append(f"{where}: alias sets {mine.before} != {info.before_set}")
+        out += _type_differences(where, ours, theirs)
+        out += _alias_differences(where, ours.type.annotation, theirs.alias_info)
         if arguments:
-            if ours.kwarg_only != theirs.kwarg_only:
-                out.append(f"{where}: kwarg_only")
-            if (ours.default is not None) != theirs.has_default_value():
-                out.append(f"{where}: default presence")
-            elif ours.default is not None and not _same_value(_default(ours), theirs.default_value):
-                out.append(f"{where}: default {_default(ours)!r} != {theirs.default_value!r}")
+            out += _argument_differences(where, ours, theirs)
+    return out
+
+
+def _type_differences(where: str, ours: Any, theirs: Any) -> list[str]:
+    """The name, type and list size of one parameter, opgen's against torch's."""
+    out = []
+    if (ours.name or "") != theirs.name:
+        out.append(f"{where}: name {theirs.name!r}")
+    if ours.type.family != _torch_type(theirs.real_type):
+        out.append(f"{where}: type {ours.type.family} != {_torch_type(theirs.real_type)}")
+    inner = ours.type.unwrapped
+    size = inner.size if inner.kind is TypeKind.LIST else None
+    if size != theirs.N:
+        out.append(f"{where}: size {size} != {theirs.N}")
+    return out
+
+
+def _alias_differences(where: str, mine: Any, info: Any) -> list[str]:
+    """One parameter's alias annotation, opgen's against torch's (fresh `!` sets by count)."""
+    if (mine is None) != (info is None):
+        return [f"{where}: alias {mine} != {info}"]
+    if mine is None:
+        return []
+    if mine.is_write != info.is_write or len(mine.before) != len(info.before_set):
+        return [f"{where}: alias {mine} != {info}"]
+    if mine.fresh is None and not any(str(n).startswith("$") for n in info.before_set):
+        if set(mine.before) != set(info.before_set):
+            return [f"{where}: alias sets {mine.before} != {info.before_set}"]
+    return []
+
+
+def _argument_differences(where: str, ours: Any, theirs: Any) -> list[str]:
+    """An argument's keyword-only flag and default, opgen's against torch's."""
+    out = []
+    if ours.kwarg_only != theirs.kwarg_only:
+        out.append(f"{where}: kwarg_only")
+    if (ours.default is not None) != theirs.has_default_value():
+        out.append(f"{where}: default presence")
+    elif ours.default is not None and not _same_value(_default(ours), theirs.default_value):
+        out.append(f"{where}: default {_default(ours)!r} != {theirs.default_value!r}")
     return out
 
 
