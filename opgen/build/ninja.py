@@ -20,9 +20,9 @@ from pathlib import Path
 from ..api.cpp import target_version_hex
 from ..api.decisions import decisions
 from ..errors import Diagnostic, OpgenError
-from ..write.project_files import ProjectFiles
 from ..project.load import Project
 from ..spec.backends import backend_of
+from ..spec.model import OpSpec
 from ..targets.cpp import (
     AUTOGRAD_REGISTRATION,
     IMPORTED_DIR,
@@ -33,6 +33,7 @@ from ..targets.cpp import (
     library_path,
     op_header,
 )
+from ..write.project_files import ProjectFiles
 from .toolchain.cuda import CudaProblem, CudaToolkit, find_cuda, missing_cuda_shim_symbols
 from .toolchain.modes import CudaMode, cuda_mode
 from .toolchain.pybind import libpython, module_name, pybind_cflags
@@ -196,18 +197,9 @@ def plan_build(
     cpp_ops = [op for op in project.ops if backend_of(op).compiles_cpp]
     devices = {d for op in cpp_ops for d in op.devices}
     include = tools.torch_dir / "include"
-    defines = [f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}"]
-    if stable:
-        defines.append(f"-DTORCH_TARGET_VERSION={target_version_hex(config.torch_target_version)}")
-    includes = [f"-isystem {shlex.quote(str(include))}"]
-    if not stable:
-        includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
-    cpp_sources = [REGISTRATION]
-    if any(decisions(op).cpp_mutation_fallbacks for op in cpp_ops):  # Note [Written arguments]
-        cpp_sources.append(AUTOGRAD_REGISTRATION)
+    defines, includes = _torch_flags(include, tools.cxx11_abi, stable, config.torch_target_version)
     orphans: list[str] = []
-    if "cpu" in devices:
-        cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
+    cpp_sources = _cpp_sources(root, cpp_ops, devices, orphans)
     cuda_sources = _sources(root, *KERNEL_DIRS["cuda"], orphans)
     library = library_path(config)
     user = resolve_settings(project, library)  # Note [Build settings]
@@ -282,23 +274,9 @@ def plan_build(
         "  description = LINK $out$note",
         "",
     ]
-    objects: list[str] = []
-    kernel_objects: list[str] = []
-    for source in cpp_sources + ([device_registration("cuda")] if mode is CudaMode.LINK else []):
-        obj = f"{BUILD_DIR}/obj/{source}.o"
-        rule = "cxx_imported" if source in imported else "cxx"
-        lines.append(f"build {_q(obj)}: {rule} {_q(source)}")
-        objects.append(obj)
-        if not source.startswith("csrc/registration"):
-            kernel_objects.append(obj)
-    cuda_objects = []
-    for source in cuda_sources if mode.compiles else []:
-        obj = f"{BUILD_DIR}/{'obj' if mode is CudaMode.LINK else 'cuda_check'}/{source}.o"
-        lines.append(f"build {_q(obj)}: nvcc {_q(source)}")
-        cuda_objects.append(obj)
-    if mode is CudaMode.LINK:
-        objects += cuda_objects
-        kernel_objects += cuda_objects
+    objects, kernel_objects, cuda_objects = _object_builds(
+        lines, cpp_sources, cuda_sources, imported, mode
+    )
     lines.append(f"build {_q(library)}: link {' '.join(map(_q, objects))}")
     if mode is CudaMode.LINK:  # the link log names the GPU targets
         lines.append(f"  note = $ (CUDA {cuda.nvcc.version_text}: {cuda.arch_labels})")  # type: ignore[union-attr]
@@ -327,6 +305,62 @@ def plan_build(
         outcome,
         user,
     )
+
+
+def _torch_flags(
+    include: Path, cxx11_abi: bool, stable: bool, target_version: str
+) -> tuple[list[str], list[str]]:
+    """The defines and include flags a compile against torch's headers needs: its C++ ABI, and
+    on the stable target the torch version it targets; the classic target's API headers."""
+    defines = [f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"]
+    if stable:
+        defines.append(f"-DTORCH_TARGET_VERSION={target_version_hex(target_version)}")
+    includes = [f"-isystem {shlex.quote(str(include))}"]
+    if not stable:
+        includes.append(f"-isystem {shlex.quote(str(include / 'torch/csrc/api/include'))}")
+    return defines, includes
+
+
+def _cpp_sources(
+    root: Path, cpp_ops: list[OpSpec], devices: set[str], orphans: list[str]
+) -> list[str]:
+    """The C++ files compiled: the registrations, and the CPU kernels when an op runs on CPU
+    (kernels of removed ops are left out, into `orphans`)."""
+    cpp_sources = [REGISTRATION]
+    if any(decisions(op).cpp_mutation_fallbacks for op in cpp_ops):  # Note [Written arguments]
+        cpp_sources.append(AUTOGRAD_REGISTRATION)
+    if "cpu" in devices:
+        cpp_sources += [device_registration("cpu")] + _sources(root, *KERNEL_DIRS["cpu"], orphans)
+    return cpp_sources
+
+
+def _object_builds(
+    lines: list[str],
+    cpp_sources: list[str],
+    cuda_sources: list[str],
+    imported: list[str],
+    mode: CudaMode,
+) -> tuple[list[str], list[str], list[str]]:
+    """A build statement per object file, appended to `lines`; the objects linked into the
+    library, those the pybind module links (no registration), and the CUDA ones."""
+    objects: list[str] = []
+    kernel_objects: list[str] = []
+    for source in cpp_sources + ([device_registration("cuda")] if mode is CudaMode.LINK else []):
+        obj = f"{BUILD_DIR}/obj/{source}.o"
+        rule = "cxx_imported" if source in imported else "cxx"
+        lines.append(f"build {_q(obj)}: {rule} {_q(source)}")
+        objects.append(obj)
+        if not source.startswith("csrc/registration"):
+            kernel_objects.append(obj)
+    cuda_objects = []
+    for source in cuda_sources if mode.compiles else []:
+        obj = f"{BUILD_DIR}/{'obj' if mode is CudaMode.LINK else 'cuda_check'}/{source}.o"
+        lines.append(f"build {_q(obj)}: nvcc {_q(source)}")
+        cuda_objects.append(obj)
+    if mode is CudaMode.LINK:
+        objects += cuda_objects
+        kernel_objects += cuda_objects
+    return objects, kernel_objects, cuda_objects
 
 
 def _imported_lines() -> list[str]:
