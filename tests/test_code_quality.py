@@ -27,6 +27,16 @@ def test_black_format() -> None:
     assert run.returncode == 0, "run `black opgen bench`:\n" + run.stdout + run.stderr
 
 
+def test_lint_and_format_see_every_module() -> None:
+    """No module of opgen/ is skipped by an exclude pattern (a folder named like an output
+    folder, as opgen/build/ is, matches `build` anywhere)."""
+    modules = sorted(str(p) for p in (REPO / "opgen").rglob("*.py"))
+    linted = _run("ruff", "check", "--show-files", "opgen").stdout.split()
+    formatted = _run("black", "--check", "--verbose", "opgen").stderr
+    assert [m for m in modules if m not in linted] == []
+    assert [m for m in modules if m not in formatted] == []
+
+
 def test_mypy() -> None:
     run = _run("mypy")  # files and options: [tool.mypy] in pyproject.toml
     assert run.returncode == 0, run.stdout + run.stderr

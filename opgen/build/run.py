@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Diagnostic, OpgenError
-from ..write.project_files import ProjectFiles
 from ..generate import GenerateResult
 from ..generate import generate as run_generate
-from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
 from ..project.load import Project, load_project
 from ..spec.backends import backend_of
-from .stamp import Watched, collect_inputs, remove_stamp, stale_reason, write_stamp
 from ..targets.cpp import (
     REGISTRATION,
     library_file,
 )
+from ..write.project_files import ProjectFiles
+from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
+from .stamp import Watched, collect_inputs, remove_stamp, stale_reason, write_stamp
 from .toolchain.compiler_output import missing_header_hints, run_ninja
 
 __all__ = [

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import Diagnostic, OpgenError
+from ...spec.backends import backend_of
 from ...spec.build_settings import CUDA_SUFFIXES, ENV_PATH
 from ...spec.model import BuildSettings
-from ...spec.backends import backend_of
 
 if TYPE_CHECKING:
     from ...project.load import Project
