@@ -19,7 +19,9 @@ it on.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .literals import number, string
 
@@ -128,67 +130,72 @@ class _Printer:
         """The only item between brackets: a conditional expression there gets no invisible ones."""
         return self._bare(node) if isinstance(node, ast.IfExp) else self._element(node)
 
-    def _bare(self, node: ast.AST) -> list[_Token]:  # noqa: C901 (one branch per node type)
-        if isinstance(node, ast.Name):
-            return [_Token(_NAME, node.id)]
-        if isinstance(node, ast.Constant):
-            return [self._constant(node)]
-        if isinstance(node, ast.Attribute):
-            base = self.expr(node.value, _PRIMARY)
-            if _wrapped_number(node.value, base):
-                base = self._parenthesized(base)  # black's; `1.real` would not even parse
-            return [*base, _Token(_DOT, "."), _Token(_NAME, node.attr)]
-        if isinstance(node, ast.Call):
-            return [*self.expr(node.func, _PRIMARY), *self._arguments(node)]
-        if isinstance(node, ast.Subscript):
-            index = self._index(node.slice)
-            return [
-                *self.expr(node.value, _PRIMARY),
-                _Token(_OPEN_SQUARE, "["),
-                *index,
-                _Token(_CLOSE_SQUARE, "]"),
-            ]
-        if isinstance(node, ast.BinOp):
-            return self._binary(node)
-        if isinstance(node, ast.UnaryOp):
-            return self._unary(node)
-        if isinstance(node, ast.BoolOp):
-            word, own = ("and", _AND) if isinstance(node.op, ast.And) else ("or", _OR)
-            out = self.expr(node.values[0], own + 1)
-            for operand in node.values[1:]:
-                out += [_Token(_NAME, word, True), *_spaced(self.expr(operand, own + 1))]
-            return out
-        if isinstance(node, ast.Compare):
-            out = self.expr(node.left, _CMP + 1)
-            for op, right in zip(node.ops, node.comparators, strict=True):
-                for word in _COMPARE[type(op)].split():
-                    out.append(_Token(_NAME if word.isalpha() else _OTHER, word, True))
-                out += _spaced(self.expr(right, _CMP + 1))
-            return out
-        if isinstance(node, ast.IfExp):
-            return [
-                *self.expr(node.body, _TEST + 1),
-                _Token(_NAME, "if", True),
-                *_spaced(self.expr(node.test, _TEST + 1)),
-                _Token(_NAME, "else", True),
-                *_spaced(self.expr(node.orelse, _TEST)),
-            ]
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return self._display(node)
-        if isinstance(node, ast.Dict):
-            items = []
-            for key, entry in zip(node.keys, node.values, strict=True):
-                if key is None:
-                    items.append([_Token(_OTHER, "**"), *self.expr(entry, _BOR)])
-                else:
-                    key_tokens = self.expr(key, _TEST)
-                    items.append(
-                        [*key_tokens, _Token(_OTHER, ":"), *_spaced(self.expr(entry, _TEST))]
-                    )
-            return [_Token(_OTHER, "{"), *_joined(items), _Token(_OTHER, "}")]
-        if isinstance(node, ast.Starred):
-            return [_Token(_OTHER, "*"), *self.expr(node.value, _BOR)]
-        raise ValueError(f"cannot print {type(node).__name__} in a spec expression")
+    def _bare(self, node: ast.AST) -> list[_Token]:
+        printer = _PRINTERS.get(type(node))
+        if printer is None:
+            raise ValueError(f"cannot print {type(node).__name__} in a spec expression")
+        return printer(self, node)
+
+    def _name(self, node: ast.Name) -> list[_Token]:
+        return [_Token(_NAME, node.id)]
+
+    def _constant_node(self, node: ast.Constant) -> list[_Token]:
+        return [self._constant(node)]
+
+    def _attribute(self, node: ast.Attribute) -> list[_Token]:
+        base = self.expr(node.value, _PRIMARY)
+        if _wrapped_number(node.value, base):
+            base = self._parenthesized(base)  # black's; `1.real` would not even parse
+        return [*base, _Token(_DOT, "."), _Token(_NAME, node.attr)]
+
+    def _call(self, node: ast.Call) -> list[_Token]:
+        return [*self.expr(node.func, _PRIMARY), *self._arguments(node)]
+
+    def _subscript(self, node: ast.Subscript) -> list[_Token]:
+        index = self._index(node.slice)
+        return [
+            *self.expr(node.value, _PRIMARY),
+            _Token(_OPEN_SQUARE, "["),
+            *index,
+            _Token(_CLOSE_SQUARE, "]"),
+        ]
+
+    def _bool(self, node: ast.BoolOp) -> list[_Token]:
+        word, own = ("and", _AND) if isinstance(node.op, ast.And) else ("or", _OR)
+        out = self.expr(node.values[0], own + 1)
+        for operand in node.values[1:]:
+            out += [_Token(_NAME, word, True), *_spaced(self.expr(operand, own + 1))]
+        return out
+
+    def _compare(self, node: ast.Compare) -> list[_Token]:
+        out = self.expr(node.left, _CMP + 1)
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            for word in _COMPARE[type(op)].split():
+                out.append(_Token(_NAME if word.isalpha() else _OTHER, word, True))
+            out += _spaced(self.expr(right, _CMP + 1))
+        return out
+
+    def _if(self, node: ast.IfExp) -> list[_Token]:
+        return [
+            *self.expr(node.body, _TEST + 1),
+            _Token(_NAME, "if", True),
+            *_spaced(self.expr(node.test, _TEST + 1)),
+            _Token(_NAME, "else", True),
+            *_spaced(self.expr(node.orelse, _TEST)),
+        ]
+
+    def _dict(self, node: ast.Dict) -> list[_Token]:
+        items = []
+        for key, entry in zip(node.keys, node.values, strict=True):
+            if key is None:
+                items.append([_Token(_OTHER, "**"), *self.expr(entry, _BOR)])
+            else:
+                key_tokens = self.expr(key, _TEST)
+                items.append([*key_tokens, _Token(_OTHER, ":"), *_spaced(self.expr(entry, _TEST))])
+        return [_Token(_OTHER, "{"), *_joined(items), _Token(_OTHER, "}")]
+
+    def _starred(self, node: ast.Starred) -> list[_Token]:
+        return [_Token(_OTHER, "*"), *self.expr(node.value, _BOR)]
 
     def _arguments(self, node: ast.Call) -> list[_Token]:
         items = [self._element(a) for a in node.args]
@@ -204,7 +211,7 @@ class _Printer:
 
     def _element(self, node: ast.AST) -> list[_Token]:
         if isinstance(node, ast.Starred):
-            return [_Token(_OTHER, "*"), *self.expr(node.value, _BOR)]
+            return self._starred(node)
         return self.expr(node, _TEST)
 
     def _display(self, node: ast.Tuple | ast.List | ast.Set) -> list[_Token]:
@@ -370,3 +377,23 @@ def _simple_after(tokens: list[_Token], index: int) -> bool:
         if token.text == "for":
             return True
     return True
+
+
+# How `_Printer` prints each kind of expression node: one method per node type.
+_PRINTERS: dict[type[ast.AST], Callable[[_Printer, Any], list[_Token]]] = {
+    ast.Name: _Printer._name,
+    ast.Constant: _Printer._constant_node,
+    ast.Attribute: _Printer._attribute,
+    ast.Call: _Printer._call,
+    ast.Subscript: _Printer._subscript,
+    ast.BinOp: _Printer._binary,
+    ast.UnaryOp: _Printer._unary,
+    ast.BoolOp: _Printer._bool,
+    ast.Compare: _Printer._compare,
+    ast.IfExp: _Printer._if,
+    ast.Tuple: _Printer._display,
+    ast.List: _Printer._display,
+    ast.Set: _Printer._display,
+    ast.Dict: _Printer._dict,
+    ast.Starred: _Printer._starred,
+}
