@@ -90,32 +90,32 @@ _ALARM = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 
 @jinja2.pass_context
 def _tick(context: jinja2.runtime.Context, value: Any) -> Any:
-    context.environment.budget.tick()  # type: ignore[attr-defined]
+    _budget(context.environment).tick()
     return value
 
 
 @jinja2.pass_context
 def _text(context: jinja2.runtime.Context, value: Any) -> str:
-    budget: RenderBudget = context.environment.budget  # type: ignore[attr-defined]
+    budget = _budget(context.environment)
     return budget.text(value)
 
 
 @jinja2.pass_context
 def _written(context: jinja2.runtime.Context, size: int) -> str:
-    context.environment.budget.write(size, "writing the template's text")  # type: ignore[attr-defined]
+    _budget(context.environment).write(size, "writing the template's text")
     return ""
 
 
 @jinja2.pass_context
 def _concat(context: jinja2.runtime.Context, items: list[Any]) -> str:
-    budget: RenderBudget = context.environment.budget  # type: ignore[attr-defined]
+    budget = _budget(context.environment)
     budget.need(sum(budget.measure(item) for item in items), "joining with ~")
     return budget.build_value("".join(str(item) for item in items), "joining with ~")
 
 
 @jinja2.pass_context
 def _slice(context: jinja2.runtime.Context, value: Any, start: Any, stop: Any, step: Any) -> Any:
-    budget: RenderBudget = context.environment.budget  # type: ignore[attr-defined]
+    budget = _budget(context.environment)
     return budget.build_value(value[start:stop:step], "slicing")
 
 
@@ -125,7 +125,7 @@ _BINOPS = {"Add": "+", "Mul": "*", "Pow": "**", "Mod": "%"}  # the operators tha
 
 @jinja2.pass_context
 def _binop(context: jinja2.runtime.Context, left: Any, symbol: str, right: Any) -> Any:
-    budget: RenderBudget = context.environment.budget  # type: ignore[attr-defined]
+    budget = _budget(context.environment)
     if symbol == "*":
         repeat_size(budget, left, right)
     elif symbol == "**":
@@ -242,7 +242,7 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
     def bounded(context: jinja2.runtime.Context, value: Any, *args: Any, **kwargs: Any) -> Any:
         environment = context.environment
-        budget: RenderBudget = environment.budget  # type: ignore[attr-defined]
+        budget = _budget(environment)
         budget.tick()  # |map, |select and |reject call filters once per item
         if factor:
             budget.need(factor * budget.measure(value), what)
@@ -264,6 +264,13 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # -- the environment ------------------------------------------------------------------------
+
+
+def _budget(environment: jinja2.Environment) -> RenderBudget:
+    """The budget of the render in progress: opgen's filters and checks run in a BoundedSandbox."""
+    if not isinstance(environment, BoundedSandbox):
+        raise TypeError("opgen's bounded filters run in a BoundedSandbox only")
+    return environment.budget
 
 
 class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):

@@ -101,8 +101,8 @@ _T = TypeVar("_T")
 def for_backend(table: Mapping[Backend, _T], backend: str, what: str) -> _T:
     """`table[backend]`, or UnknownBackendError naming the backend and the table to extend."""
     try:
-        return table[backend]  # type: ignore[index]  # a StrEnum key matches its string
-    except (KeyError, TypeError):
+        return table[Backend(backend)]
+    except (KeyError, ValueError):
         raise UnknownBackendError(
             f"internal error: backend {str(backend)!r} has no {what}: register it in the backend "
             "tables (Note [Backend table] in opgen/spec/backends.py)"

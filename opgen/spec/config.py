@@ -47,7 +47,7 @@ def build_config(doc: LoadedToml) -> ProjectConfig:
     if "build" in doc.data:  # Note [Build settings] in spec/build_settings.py
         values["build"] = build_settings(sink, doc, doc.data["build"], root, per_op=False)
     sink.raise_if_any()
-    return ProjectConfig(root=root, path=doc.path, **values)  # type: ignore[arg-type]
+    return ProjectConfig(root=root, path=doc.path, **values)
 
 
 def _tables(sink: DiagnosticSink, doc: LoadedToml) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -85,9 +85,9 @@ def _tables(sink: DiagnosticSink, doc: LoadedToml) -> tuple[dict[str, Any], dict
 
 def _project_values(
     sink: DiagnosticSink, doc: LoadedToml, project: dict[str, Any]
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The namespace and the package, both required."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for key in _PROJECT_KEYS:
         value = project.get(key)
         if value is None:
@@ -116,9 +116,9 @@ def _project_values(
 
 def _choice_options(
     sink: DiagnosticSink, doc: LoadedToml, options: dict[str, Any]
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The options that take one value of a few: the choices, the torch version, pybind."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for key, enum in (
         ("backend", Backend),
         ("cpp_target", CppTarget),
@@ -159,9 +159,9 @@ def _choice_options(
 
 def _list_and_path_options(
     sink: DiagnosticSink, doc: LoadedToml, options: dict[str, Any], root: Path
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """private_torch (a list of checks), max_sample_elements and the templates folder."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     if "private_torch" in options:
         checks = options["private_torch"]
         wrong = (
