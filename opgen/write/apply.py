@@ -33,8 +33,9 @@ def _backup(files: ProjectFiles, batch: Batch, rel: str, text: str) -> None:
         while files.exists(f"{target}.{n}"):
             n += 1
         batch.rename(target, f"{target}.{n}")
-    batch.write(target, text)
-    batch.fence()  # the backup is on disk before the file it saves is replaced
+    batch.write(
+        target, text
+    )  # renamed before the file it saves is replaced: steps keep their order
 
 
 def _settled(manifest: Manifest, changes: list[Change]) -> Manifest:
@@ -80,7 +81,6 @@ def apply_changes(
     batch = files.batch()
     if manifest.pending:
         batch.write(MANIFEST_FILE, manifest.dumps())  # the journal: renamed before any file
-        batch.fence()
     for change in changes:
         if change.backup and change.old is not None:
             _backup(files, batch, change.path, change.old)

@@ -11,8 +11,7 @@ of `opgen test`.
 Note [Staged writes]
 A run that changes several files stages them first: every new text is
 written to a temporary beside its target, and only when all of them are on
-disk are they renamed over their targets, in the order the run added them
-(consecutive writes of distinct files together: Note [Parallel writes]). An I/O error while
+disk are they renamed over their targets, in the order the run added them. An I/O error while
 staging (a read-only folder, a full disk) removes the temporaries and leaves
 the project as it was. The renames are not atomic as a group: a run that is
 killed, or fails, between two renames leaves some files new and some old.
@@ -28,9 +27,8 @@ import dataclasses
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from ..errors import Diagnostic, OpgenError
 from ..spec.paths import STATE_DIR
@@ -42,37 +40,8 @@ __all__ = ["ProjectFiles", "Batch", "atomic_write", "STATE_DIR"]
 _STATE_IGNORE = "lock\nbackup/\ncache/\n"
 
 
-# Note [Parallel writes]
-# Staging a text is writing a temporary and an fsync (~8 ms here), and the
-# rename over an existing file costs ~2-3 ms more: most of a run's time when
-# it writes many files. Several in flight share the filesystem's journal
-# commits: 200 files take 0.2 s on 8 threads instead of 1.9 s on one, and
-# their renames 0.07 s instead of 0.4 s. So a batch stages its writes on
-# threads, and renames a run of consecutive writes (distinct files, between
-# two other steps or `fence`s) on threads too; every other step, and the
-# order between runs, stays as added (Note [Staged writes]).
-_WRITERS = 8
-T = TypeVar("T")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _WALK = object()  # `_read_in_real_folder` cannot answer: walk from the root
-
-
-def _each(apply: Callable[[T], None], items: Sequence[T]) -> None:
-    """`apply` to every item: on a few threads when there are many (Note [Parallel writes]).
-
-    Every item is waited for, even after a failure (then the first failure is
-    raised), so that what was done is known and can be undone."""
-    if len(items) < _WRITERS:
-        for item in items:
-            apply(item)
-        return
-    from concurrent.futures import (
-        ThreadPoolExecutor,
-    )  # here: a run that writes little never needs it
-
-    with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-        for _ in pool.map(apply, items):
-            pass
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -291,41 +260,20 @@ class Batch:
         self._steps.append(("remove", rel, ""))
 
     def __len__(self) -> int:
-        return sum(kind != "fence" for kind, _, _ in self._steps)
+        return len(self._steps)
 
     def stage(self) -> None:
-        """Write every new text to its temporary (Note [Parallel writes]); on failure remove them
-        all and raise."""
+        """Write every new text to its temporary; on failure remove them all and raise."""
         confined = self._files.confined
-        writes = [
-            (i, rel, text) for i, (kind, rel, text) in enumerate(self._steps) if kind == "write"
-        ]
-
-        def stage_one(write: tuple[int, str, str]) -> None:
-            index, rel, text = write
-            self._staged[index] = confined.stage(rel, text.encode("utf-8"))
-
         try:
-            _each(stage_one, writes)
+            for index, (kind, rel, text) in enumerate(self._steps):
+                if kind == "write":
+                    self._staged[index] = confined.stage(rel, text.encode("utf-8"))
         except BaseException as exc:
             self.discard()
             if isinstance(exc, FileAccessError):
                 raise _with_note(exc, "nothing was changed") from None
             raise
-
-    def _runs(self) -> list[list[int]]:
-        """The steps' indices in order: each run of consecutive writes together, any other alone."""
-        runs: list[list[int]] = []
-        paths: set[str] = set()  # of the last run
-        for index, (kind, rel, _) in enumerate(self._steps):
-            joins = runs and self._steps[runs[-1][-1]][0] == "write" and rel not in paths
-            if kind == "write" and joins:
-                runs[-1].append(index)
-            else:
-                runs.append([index])
-                paths = set()
-            paths.add(rel)
-        return runs
 
     def discard(self) -> None:
         """Remove the temporaries not yet renamed, and the folders made for them."""
@@ -334,35 +282,24 @@ class Batch:
         self._staged.clear()
         self._files.confined.remove_created_folders()
 
-    def fence(self) -> None:
-        """The steps added so far are applied before any added later (writes in between may
-        otherwise be renamed together: Note [Parallel writes])."""
-        self._steps.append(("fence", "", ""))
-
     def commit(self) -> None:
         """Apply every step in order (the writes were staged); on failure say how far it got."""
         confined = self._files.confined
         done = 0  # steps other than writes; a write is done once it is no longer staged
-
-        def commit_write(index: int) -> None:
-            rel, text = self._steps[index][1:]
-            staged = self._staged[index]
-            confined.commit(staged)
-            del self._staged[index]
-            self.written.append((rel, staged.info, text))
-
         try:
-            for run in self._runs():
-                if self._steps[run[0]][0] == "write":
-                    _each(commit_write, run)
+            for index, (kind, rel, text) in enumerate(self._steps):
+                if kind == "write":
+                    staged = self._staged[index]
+                    confined.commit(staged)
+                    del self._staged[index]
+                    self.written.append((rel, staged.info, text))
                     continue
-                kind, rel, text = self._steps[run[0]]
                 if kind == "rename":
                     confined.rename(rel, text)
                 elif kind == "remove":
                     confined.unlink(rel)
                     self.written.append((rel, None, None))
-                done += kind != "fence"
+                done += 1
         except BaseException as exc:
             writes = [i for i, (kind, _, _) in enumerate(self._steps) if kind == "write"]
             done += sum(i not in self._staged for i in writes)
@@ -370,7 +307,7 @@ class Batch:
                 confined.discard(staged)
             self._staged.clear()
             if isinstance(exc, FileAccessError):
-                changes = sum(kind != "fence" for kind, _, _ in self._steps)
+                changes = len(self._steps)
                 note = (
                     f"{done} of {changes} changes were made before this one; "
                     "the next `opgen generate` finishes the job"

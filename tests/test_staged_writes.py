@@ -1,12 +1,10 @@
-"""A batch with many writes stages and renames them on threads (Note [Parallel writes] in write/project_files.py),
-and still keeps the order the run relies on: the journal before any file, a backup before the
-file it saves, nothing left behind by a failed staging."""
+"""A batch stages every write, then applies its steps in the order they were added (Note [Staged
+writes] in write/project_files.py): the journal before any file, a backup before the file it
+saves, nothing left behind by a failed staging."""
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,46 +16,40 @@ from opgen.write.project_files import ProjectFiles
 FILES = [f"pkg/f{i:02d}.py" for i in range(24)]
 
 
-def _record_commits(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], set[int]]:
+def _record_commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     order: list[str] = []
-    threads: set[int] = set()
     real = Confined.commit
 
     def commit(self: Confined, staged) -> None:
-        rel = "/".join(staged.parts)
-        if rel in ("journal.json", "backup/pkg/x.py"):
-            time.sleep(0.2)  # slow: the steps after them must still wait
-        order.append(rel)
-        threads.add(threading.get_ident())
+        order.append("/".join(staged.parts))
         real(self, staged)
 
     monkeypatch.setattr(Confined, "commit", commit)
-    return order, threads
+    return order
 
 
-def test_a_fence_orders_the_renames_and_the_writes_between_run_together(
+def test_the_steps_apply_in_the_order_they_were_added(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    order, threads = _record_commits(monkeypatch)
+    order = _record_commits(monkeypatch)
+    (tmp_path / "backup/pkg").mkdir(parents=True)
+    (tmp_path / "backup/pkg/x.py").write_text("older")
     files = ProjectFiles(tmp_path)
     batch = files.batch()
     batch.write("journal.json", "{}")
-    batch.fence()
     for rel in FILES:
         batch.write(rel, f"# {rel}\n")
+    batch.rename("backup/pkg/x.py", "backup/pkg/x.py.1")
     batch.write("backup/pkg/x.py", "old")
-    batch.fence()
     batch.write("pkg/x.py", "new\n")
-    batch.write("pkg/y.py", "new\n")
-    assert len(batch) == len(FILES) + 4  # fences are not changes
+    assert len(batch) == len(FILES) + 4
     batch.stage()
+    assert order == []  # staging renames nothing
     batch.commit()
-    assert order[0] == "journal.json"
-    assert set(order[1 : len(FILES) + 2]) == {*FILES, "backup/pkg/x.py"}
-    assert set(order[-2:]) == {"pkg/x.py", "pkg/y.py"}
-    assert len(threads) > 1  # the run of 25 writes was renamed on several threads
+    assert order == ["journal.json", *FILES, "backup/pkg/x.py", "pkg/x.py"]
+    assert (tmp_path / "backup/pkg/x.py.1").read_text() == "older"
+    assert (tmp_path / "backup/pkg/x.py").read_text() == "old"
     assert (tmp_path / "pkg/x.py").read_text() == "new\n"
-    assert (tmp_path / "pkg/f23.py").read_text() == "# pkg/f23.py\n"
 
 
 def test_written_gives_the_status_of_each_file_as_it_is_on_disk(tmp_path: Path) -> None:
@@ -78,7 +70,7 @@ def test_written_gives_the_status_of_each_file_as_it_is_on_disk(tmp_path: Path) 
         )
 
 
-def test_a_failed_parallel_staging_leaves_the_project_as_it_was(
+def test_a_failed_staging_leaves_the_project_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "pkg").mkdir()
