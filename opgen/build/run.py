@@ -39,7 +39,14 @@ from ..targets.cpp import (
 )
 from ..write.project_files import ProjectFiles
 from .ninja import BUILD_DIR, BuildPlan, CudaMode, find_toolchain, plan_build, write_ninja
-from .stamp import Watched, collect_inputs, remove_stamp, stale_reason, write_stamp
+from .stamp import (
+    Watched,
+    collect_inputs,
+    remove_stamp,
+    size_and_mtime,
+    stale_reason,
+    write_stamp,
+)
 from .toolchain.compiler_output import missing_header_hints, run_ninja
 
 __all__ = [
@@ -86,14 +93,6 @@ class BuildResult:
     hints: list[str] = field(default_factory=list)  # after a failure: what to change
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_size, info.st_mtime_ns
-
-
 def run_build(
     project: Project,
     jobs: int = 2,
@@ -131,7 +130,7 @@ def run_build(
     remove_stamp(root)
     files = ProjectFiles(root)
     library = files.path(plan.library)
-    linked = _stat(library)
+    linked = size_and_mtime(library)
     targets = ["check_cuda"] if plan.cuda_mode is CudaMode.CHECK else []
     command = [tools.ninja, "-f", ninja_file.relative_to(root).as_posix(), f"-j{jobs}"]
     if verbose:
@@ -154,7 +153,7 @@ def run_build(
         library_file("classic" if project.config.cpp_target == "stable" else "stable")
     )
     files.unlink(other)  # left by a build for the other cpp_target
-    relinked = _stat(library) != linked
+    relinked = size_and_mtime(library) != linked
     if project.config.cpp_target == "stable" and relinked:
         bad = foreign_symbols(library)
         if bad:

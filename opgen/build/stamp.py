@@ -229,7 +229,8 @@ def collect_inputs(root: Path, watched: Watched = Watched()) -> Inputs:
     return Inputs(files, _environment(names))
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
+def size_and_mtime(path: Path) -> tuple[int, int] | None:
+    """A file's size and mtime, the build's test for a changed output; None when it is not there."""
     try:
         info = path.stat()
     except OSError:
@@ -249,7 +250,7 @@ def write_stamp(
     from ..write.project_files import ProjectFiles
 
     files = ProjectFiles(root)
-    produced = {rel: _stat(files.path(rel)) for rel in outputs}
+    produced = {rel: size_and_mtime(files.path(rel)) for rel in outputs}
     stamp = Stamp(
         inputs, {k: v for k, v in produced.items() if v is not None}, ninja, check_cuda, watched
     )
@@ -314,7 +315,7 @@ def stale_reason(root: Path, check_cuda: bool = False) -> str | None:
     if files:
         return files
     for rel, seen in sorted(stamp.outputs.items()):
-        if _stat(root / rel) != seen:
+        if size_and_mtime(root / rel) != seen:
             return f"{rel} is missing or was replaced since the last build"
     if check_cuda and not stamp.check_cuda:
         return "the last build did not compile-check CUDA (--check-cuda)"
