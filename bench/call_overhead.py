@@ -11,7 +11,8 @@ opgen build`). Each pair calls the same kernel on 1-element float32 tensors:
   register_vmap), so the raw handle is the same call: its row shows that it stays so.
 - Python (custom_op): `example::mul` against `handwritten::mul`, defined below as a careful
   engineer writes it: custom_op, register_fake, register_autograd (same formulas),
-  register_vmap, register_autocast: the same registrations as the generated op.
+  register_vmap, register_autocast: the same registrations as the generated op, and the
+  same argument checks in the kernel (None, one device).
 
 Rows take turns over several rounds and keep each one's best (the least disturbed on a
 shared machine); the ratio is opgen's time over the hand-written one's.
@@ -38,6 +39,11 @@ from example_ops import _batching  # noqa: E402
 
 @torch.library.custom_op("handwritten::mul", mutates_args=(), device_types="cpu")
 def handwritten_mul(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    # the generated kernel's argument checks: a raw torch.ops call can pass None
+    if w is None or x is None:
+        raise ValueError("handwritten::mul: an argument is None; pass a tensor")
+    if x.device != w.device:
+        raise ValueError("handwritten::mul: pass both tensors on one device")
     return w * x
 
 

@@ -85,6 +85,7 @@ _INTERNAL = {
     "lib": "_lib",
     "rule": "_rule",
     "needs_function": "needs_function",
+    "tensors_of": "tensors_of",
     "elementwise": "elementwise",
     "leading": "leading",
     "loop": "loop",

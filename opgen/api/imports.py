@@ -79,8 +79,8 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
             "from .._batching import " + ", ".join(_as(r, names[r]) for r in sorted(rules))
         )
     if function:
-        helpers = ("flatten", "needs_function", "nest", "unflatten")
-        wanted = [h for h in helpers if h == "needs_function" or function["uses_lists"]]
+        helpers = ("flatten", "needs_function", "nest", "tensors_of", "unflatten")
+        wanted = [h for h in helpers if h == "needs_function" or _wants(h, op, function)]
         package.append("from .._autograd import " + ", ".join(_as(h, names[h]) for h in wanted))
     if backend_of(op).kernel_package:
         package.append(f"from ..kernels import {op.module} as {names['kernels']}")
@@ -89,6 +89,13 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
     if function:
         package += [f"from . import {m} as _op_{m}" for m in function["sibling_imports"]]
     return _grouped(stdlib, third_party, sorted(package, key=_isort_key))
+
+
+def _wants(helper: str, op: OpSpec, function: Mapping[str, Any]) -> bool:
+    """Whether the op's module calls one of `_autograd`'s helpers besides needs_function."""
+    if helper == "tensors_of":  # an optional or Tensor[] argument (api/transforms.py's _tracked)
+        return any(a.differentiable and a.family != "Tensor" for a in op.args)
+    return bool(function["uses_lists"])
 
 
 def _isort_key(line: str) -> tuple[int, str]:

@@ -149,15 +149,17 @@ def function_context(
 def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
     """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`).
 
-    is_compiling first: Dynamo cannot trace needs_function's check for torch.func wrappers.
     An op with no register_autograd formulas needs the Function for plain autograd too
     (Note [Keyword-only tensors]).
     """
-    tensors = [a.name for a in op.args if a.differentiable]
+    differentiable = [a for a in op.args if a.differentiable]
+    tensors = [a.name for a in differentiable]
+    if any(a.family != "Tensor" for a in differentiable):
+        tensors = [f"*{n['tensors_of']}({', '.join(tensors)})"]
     if not decisions(op).registers_autograd:
         tensors.append("registered=False")
     call = f"{n['needs_function']}({', '.join(tensors)})"
-    return condition("if", [f"not {n['torch']}.compiler.is_compiling()", call], "and", "    ")
+    return condition("if", [call], "and", "    ")
 
 
 def _sibling_modules(op: OpSpec, siblings: Mapping[str, str]) -> list[str]:

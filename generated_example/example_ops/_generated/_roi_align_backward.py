@@ -241,7 +241,7 @@ def _roi_align_backward(
 ) -> Tensor:
     """Gradient of roi_align with respect to its input: scatters each bin's gradient back onto
     the bilinear sampling points. Returns [batch_size, channels, height, width]."""
-    if not torch.compiler.is_compiling() and needs_function(grad, rois):
+    if needs_function(grad, rois):
         return _RoiAlignBackwardFunction.apply(
             grad,
             rois,

@@ -105,6 +105,6 @@ def _(info, in_dims, x, b):
 def add(x: Tensor, b: Tensor) -> Tensor:
     """Broadcasting sum x + b (the CustomAdd of the autograd.Function tutorial).
     Its gradients need only the input shapes, so only shapes are saved."""
-    if not torch.compiler.is_compiling() and needs_function(x, b):
+    if needs_function(x, b):
         return _AddFunction.apply(x, b)
     return _op(x, b)

@@ -112,6 +112,6 @@ def _(info, in_dims, pic, box):
 
 def crop(pic: Tensor, box: Sequence[int]) -> Tensor:
     """Crops a (C, H, W) image to box = (left, upper, right, lower) with PIL."""
-    if not torch.compiler.is_compiling() and needs_function(pic):
+    if needs_function(pic):
         return _CropFunction.apply(pic, box)
     return _op(pic, box)

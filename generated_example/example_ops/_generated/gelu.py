@@ -70,6 +70,6 @@ def _(info, in_dims, x):
 
 def gelu(x: Tensor) -> Tensor:
     """GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    if not torch.compiler.is_compiling() and needs_function(x):
+    if needs_function(x):
         return _GeluFunction.apply(x)
     return _op(x)

@@ -123,6 +123,6 @@ def _(info, in_dims, grad_out, x):
 
 def gelu_backward(grad_out: Tensor, x: Tensor) -> Tensor:
     """Gradient of example::gelu (tanh approximation): grad_out * gelu'(x)."""
-    if not torch.compiler.is_compiling() and needs_function(grad_out, x):
+    if needs_function(grad_out, x):
         return _GeluBackwardFunction.apply(grad_out, x)
     return _op(grad_out, x)

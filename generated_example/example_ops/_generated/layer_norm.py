@@ -128,6 +128,6 @@ def _(info, in_dims, x, weight, bias, eps=1e-05):
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-05) -> Tensor:
     """Layer normalization over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias."""
-    if not torch.compiler.is_compiling() and needs_function(x, weight, bias):
+    if needs_function(x, weight, bias):
         return _LayerNormFunction.apply(x, weight, bias, eps)
     return _op(x, weight, bias, eps)

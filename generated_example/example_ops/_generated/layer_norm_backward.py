@@ -106,6 +106,6 @@ def layer_norm_backward(
     grad_out: Tensor, x: Tensor, weight: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Gradients of example::layer_norm with respect to x, weight and bias."""
-    if not torch.compiler.is_compiling() and needs_function(grad_out, x, weight):
+    if needs_function(grad_out, x, weight):
         return _LayerNormBackwardFunction.apply(grad_out, x, weight, eps)
     return _op(grad_out, x, weight, eps)

@@ -74,6 +74,6 @@ def nms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """Non-maximum suppression (torchvision's semantics): indices (int64) of the boxes kept, in
     decreasing score order. dets: [N, 4] boxes (x1, y1, x2, y2); a box is dropped when its IoU
     with a kept box of higher score exceeds iou_threshold; equal scores keep index order."""
-    if not torch.compiler.is_compiling() and needs_function(dets, scores):
+    if needs_function(dets, scores):
         return _NmsFunction.apply(dets, scores, iou_threshold)
     return _op(dets, scores, iou_threshold)

@@ -123,6 +123,6 @@ def _(info, in_dims, x):
 
 def numpy_sin(x: Tensor) -> Tensor:
     """Elementwise sine computed with NumPy: wraps a library PyTorch cannot trace."""
-    if not torch.compiler.is_compiling() and needs_function(x):
+    if needs_function(x):
         return _NumpySinFunction.apply(x)
     return _op(x)

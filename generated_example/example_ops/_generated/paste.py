@@ -164,6 +164,6 @@ def _(info, in_dims, im1, im2, coord):
 def paste(im1: Tensor, im2: Tensor, coord: Sequence[int]) -> Tensor:
     """Pastes the (C, h, w) image im2 into a copy of the (C, H, W) image im1 with its
     upper-left corner at coord = (left, upper), using PIL."""
-    if not torch.compiler.is_compiling() and needs_function(im1, im2):
+    if needs_function(im1, im2):
         return _PasteFunction.apply(im1, im2, coord)
     return _op(im1, im2, coord)

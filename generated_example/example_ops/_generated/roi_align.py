@@ -162,7 +162,7 @@ def roi_align(
     (batch index, x1, y1, x2, y2) in input coordinates / spatial_scale; sampling_ratio <= 0
     samples ceil(roi size / pooled size) points per bin; aligned shifts boxes by -0.5 pixel.
     Returns [K, C, pooled_height, pooled_width]."""
-    if not torch.compiler.is_compiling() and needs_function(input, rois):
+    if needs_function(input, rois):
         return _RoiAlignFunction.apply(
             input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned
         )

@@ -125,6 +125,6 @@ def _(info, in_dims, x):
 def triton_softmax(x: Tensor) -> Tensor:
     """Softmax over the last dimension, one Triton program per row: the row is read once,
     its maximum subtracted before exp."""
-    if not torch.compiler.is_compiling() and needs_function(x):
+    if needs_function(x):
         return _TritonSoftmaxFunction.apply(x)
     return _op(x)

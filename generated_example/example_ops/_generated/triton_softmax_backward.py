@@ -185,6 +185,6 @@ def _(info, in_dims, grad, y):
 def triton_softmax_backward(grad: Tensor, y: Tensor) -> Tensor:
     """The gradient of softmax over the last dimension, from the incoming gradient and the
     softmax's output."""
-    if not torch.compiler.is_compiling() and needs_function(grad, y):
+    if needs_function(grad, y):
         return _TritonSoftmaxBackwardFunction.apply(grad, y)
     return _op(grad, y)

@@ -175,6 +175,6 @@ def _(info, in_dims, a, b):
 
 def triton_vector_add(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise a + b of two tensors of the same shape and dtype (a Triton kernel)."""
-    if not torch.compiler.is_compiling() and needs_function(a, b):
+    if needs_function(a, b):
         return _TritonVectorAddFunction.apply(a, b)
     return _op(a, b)
