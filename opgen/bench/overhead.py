@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..runtime.autograd import needs_function
 from ..spec.backends import backend_of
 from ..spec.model import OpSpec
 from .cases import HANDLE, NATIVE, OPGEN, REFERENCE, CaseError, build_case
@@ -25,30 +26,13 @@ _NS = "opgen_bench"
 _baselines: dict[str, Callable[..., Any]] | None = None
 
 
-def _fast_path(handle: Any) -> Callable[..., Any]:
-    """The typed wrapper opgen generates for an op with autograd (Note [Autograd fast path])."""
-    call, compiling, grad_enabled = handle._op, torch.compiler.is_compiling, torch.is_grad_enabled
-    any_requires_grad, active = (
-        torch._C._any_requires_grad,
-        torch._C._are_functorch_transforms_active,
-    )
-    autograd = torch._C.DispatchKey.AutogradFunctionality
-    excluded, exclude = (
-        torch._C._dispatch_tls_is_dispatch_key_excluded,
-        torch._C._dispatch_tls_set_dispatch_key_excluded,
-    )
+def _typed_wrapper(handle: Any, function: Any) -> Callable[..., Any]:
+    """The typed wrapper opgen generates for an op with formulas (api/transforms.py)."""
 
     def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if compiling():
-            return handle(a, b)
-        if (grad_enabled() and any_requires_grad(a, b)) or active():
-            return call(a, b)
-        below = excluded(autograd)
-        exclude(autograd, True)
-        try:
-            return call(a, b)
-        finally:
-            exclude(autograd, below)
+        if needs_function(a, b):
+            return function.apply(a, b)
+        return handle(a, b)
 
     return add
 
@@ -90,10 +74,10 @@ def _define() -> dict[str, Callable[..., Any]]:
     return {
         "lib": ops.lib_add.default,
         "lib_grad": ops.lib_add_grad.default,
-        "lib_grad_fast": _fast_path(ops.lib_add_grad.default),
+        "lib_grad_wrapped": _typed_wrapper(ops.lib_add_grad.default, _Add),
         "custom": ops.custom_add.default,
         "custom_grad": ops.custom_add_grad.default,
-        "custom_grad_fast": _fast_path(ops.custom_add_grad.default),
+        "custom_grad_wrapped": _typed_wrapper(ops.custom_add_grad.default, _Add),
         "function": _Add.apply,
     }
 
@@ -102,10 +86,10 @@ _BASELINES = (  # (name in globals, registration, how it is called)
     ("torch.add", "native", "torch.add(a, b)"),
     ("lib", "python library", "torch.ops handle"),
     ("lib_grad", "python library + register_autograd", "torch.ops handle"),
-    ("lib_grad_fast", "python library + register_autograd", "opgen wrapper (fast path)"),
+    ("lib_grad_wrapped", "python library + register_autograd", "opgen's typed wrapper"),
     ("custom", "python custom_op", "torch.ops handle"),
     ("custom_grad", "python custom_op + register_autograd", "torch.ops handle"),
-    ("custom_grad_fast", "python custom_op + register_autograd", "opgen wrapper (fast path)"),
+    ("custom_grad_wrapped", "python custom_op + register_autograd", "opgen's typed wrapper"),
     ("function", "autograd.Function", "Function.apply"),
 )
 

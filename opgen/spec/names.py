@@ -46,9 +46,7 @@ RESERVED_NAMESPACES = frozenset(
 # here are those the generated autograd.Function calls at call time.
 RESERVED_OP_NAMES = frozenset(
     "torch math F Tensor Sequence once_differentiable annotations any len list tuple "
-    "_kernels _handle _lib _fake _backward _setup_context "
-    # the wrapper's bindings (Note [Autograd fast path])
-    "_call _direct_call _compiling _grad_enabled _any_requires_grad _transforms_active _AUTOGRAD _excluded _exclude".split()
+    "_kernels _lib _backward _setup_context".split()
 )
 
 # Modules of the generated package that `import <package>.<name>` reaches: the package's
