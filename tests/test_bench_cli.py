@@ -66,6 +66,27 @@ def test_overhead_lists_every_registration(project):
     for kind in ("python library + register_autograd", "python custom_op", "autograd.Function"):
         assert kind in run.stdout
     assert "| foo " in run.stdout and "opgen wrapper" in run.stdout
+    assert "opgen's typed wrapper" in run.stdout  # the wrapper opgen generates, on a 1-element add
+
+
+def test_overhead_times_forward_and_backward_when_the_bench_does(tmp_path):
+    result = run_cli("new", "mylib::foo", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    spec = tmp_path / "ops" / "foo.toml"
+    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64]\nnative = "torch.sin(x)"\nbackward = true\n')
+    run = _bench(tmp_path, "--overhead", "--min-time", "0.02", "--json", "o.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {r["impl"]: r for r in json.loads((tmp_path / "o.json").read_text())["results"] if r["op"] == "foo"}
+    assert set(rows) == {
+        "native: torch.sin(x)",
+        "opgen wrapper",
+        "torch.ops handle",
+        "native: torch.sin(x), forward+backward",
+        "opgen wrapper, forward+backward",
+    }
+    # each group is divided by its own native row: the backward one starts a group
+    assert rows["native: torch.sin(x), forward+backward"]["kind"] == "native"
+    assert rows["opgen wrapper, forward+backward"]["median"] > rows["opgen wrapper"]["median"]
 
 
 def test_unknown_op_and_missing_cuda_are_reported(project):

@@ -137,9 +137,12 @@ def kind_of(op: OpSpec) -> str:
 def op_calls(
     op: OpSpec, fn: Any, namespace: dict[str, Any], min_run_time: float, threads: int
 ) -> list[Result]:
-    """The op's wrapper, its torch.ops handle and its native op (or reference) on 1-element inputs."""
+    """The op's wrapper, its torch.ops handle and its native op (or reference) on 1-element
+    inputs; with `[bench] backward`, the wrapper and the native op forward+backward too (what
+    the op costs under autograd at any size beyond its kernels)."""
     variables = [k for k, _ in op.bench.sizes[0]] if op.bench.sizes else ["n"]
-    case = build_case(op, fn, namespace, {k: 1 for k in variables}, "cpu", backward=False)
+    ones = {k: 1 for k in variables}
+    case = build_case(op, fn, namespace, ones, "cpu", backward=False)
     stmts = {i.name: i.stmt for i in case.impls}
     stmts[HANDLE] = stmts[OPGEN].replace("_op(", "_handle(", 1)
     case.globals["_handle"] = getattr(
@@ -150,16 +153,36 @@ def op_calls(
         raise CaseError(
             f"{op.qualname}: give bench.native or test.reference to compare the call overhead with"
         )
-    order = [base_name, OPGEN, HANDLE]
-    timings = time_interleaved(
-        {name: stmts[name] for name in order}, case.globals, min_run_time, threads
-    )
     shown = stmts[base_name] if len(stmts[base_name]) <= 48 else stmts[base_name][:45] + "..."
     labels = {
         base_name: f"{base_name}: {shown}",
         OPGEN: "opgen wrapper",
         HANDLE: "torch.ops handle",
     }
+    results = _timed(
+        op, case.globals, stmts, [base_name, OPGEN, HANDLE], labels, min_run_time, threads
+    )
+    if op.bench.backward:
+        both = build_case(op, fn, namespace, ones, "cpu", backward=True)
+        stmts = {i.name: i.stmt for i in both.impls}
+        labels = {name: f"{label}, forward+backward" for name, label in labels.items()}
+        results += _timed(
+            op, both.globals, stmts, [base_name, OPGEN], labels, min_run_time, threads
+        )
+    return results
+
+
+def _timed(
+    op: OpSpec,
+    scope: dict[str, Any],
+    stmts: dict[str, str],
+    order: list[str],
+    labels: dict[str, str],
+    min_run_time: float,
+    threads: int,
+) -> list[Result]:
+    """Rows of `order`'s statements timed in turns; the first is the native call of its group."""
+    timings = time_interleaved({name: stmts[name] for name in order}, scope, min_run_time, threads)
     return [
         Result(
             op.name,
@@ -168,7 +191,7 @@ def op_calls(
             t.median,
             best=t.best,
             iqr=t.iqr,
-            kind=kind_of(op) if name != base_name else "native",
+            kind=kind_of(op) if name != order[0] else "native",
             runs=t.runs,
             disagreement=t.disagreement,
         )
