@@ -20,14 +20,18 @@ def _bench(project: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("benchproj")
+def _new_project(root: Path, bench: str) -> Path:
+    """`opgen new mylib::foo` in root, its spec given the `[bench]` table `bench`."""
     result = run_cli("new", "mylib::foo", cwd=root)
     assert result.exit_code == 0, result.output
     spec = root / "ops" / "foo.toml"
-    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64, 4096]\nnative = "torch.sin(x)"\n')
+    spec.write_text(spec.read_text() + f"\n[bench]\n{bench}\n")
     return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return _new_project(tmp_path_factory.mktemp("benchproj"), 'sizes = [64, 4096]\nnative = "torch.sin(x)"')
 
 
 def test_quick_bench_prints_table_and_writes_json(project):
@@ -70,10 +74,7 @@ def test_overhead_lists_every_registration(project):
 
 
 def test_overhead_times_forward_and_backward_when_the_bench_does(tmp_path):
-    result = run_cli("new", "mylib::foo", cwd=tmp_path)
-    assert result.exit_code == 0, result.output
-    spec = tmp_path / "ops" / "foo.toml"
-    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64]\nnative = "torch.sin(x)"\nbackward = true\n')
+    _new_project(tmp_path, 'sizes = [64]\nnative = "torch.sin(x)"\nbackward = true')
     run = _bench(tmp_path, "--overhead", "--min-time", "0.02", "--json", "o.json")
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {r["impl"]: r for r in json.loads((tmp_path / "o.json").read_text())["results"] if r["op"] == "foo"}
@@ -111,10 +112,7 @@ def test_plot_or_a_clear_message(project):
 
 
 def test_dtype_picks_the_dtypes_timed(tmp_path):
-    result = run_cli("new", "mylib::foo", cwd=tmp_path)
-    assert result.exit_code == 0, result.output
-    spec = tmp_path / "ops" / "foo.toml"
-    spec.write_text(spec.read_text() + '\n[bench]\nsizes = [64]\ndtypes = ["float32", "float64"]\n')
+    _new_project(tmp_path, 'sizes = [64]\ndtypes = ["float32", "float64"]')
     run = _bench(tmp_path, "--quick", "--dtype", "float64", "--json", "out.json")
     assert run.returncode == 0, run.stdout + run.stderr
     sizes = {r["size"] for r in json.loads((tmp_path / "out.json").read_text())["results"]}
