@@ -35,16 +35,16 @@ def needs_function(*tensors: torch.Tensor, registered: bool = True) -> bool:
     every gradient. Under torch.compile the registered formulas serve (Dynamo cannot
     trace `debug_unwrap`). Pass Tensor[] and optional arguments through `tensors_of`.
     """
-    if not tensors:
+    first = tensors[0] if tensors else None
+    if not isinstance(first, torch.Tensor):  # None is for the op's own check to name
         return False
-    first = tensors[0]
     # Outside a dual level unpack_dual hands the tensor itself back as the primal, and no
     # tensor has a tangent: one call (0.3 µs) answers for every input.
     if unpack_dual(first).primal is not first and _has_tangent(tensors):
         return not torch.compiler.is_compiling()
     if not torch.is_grad_enabled():
         return False
-    for tensor in tensors:  # anything else (None) is for the op's own check to name
+    for tensor in tensors:
         if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
             if torch.compiler.is_compiling():
                 return False
