@@ -17,6 +17,7 @@ from ..spec.model import OpSpec
 from . import python as py
 from .decisions import AutogradKind, decisions
 from .testing import compile_expectation, testing_names
+from .transforms import wrapper_calls_tensors_of
 
 __all__ = [
     "module_imports",
@@ -93,8 +94,8 @@ def module_imports(op: OpSpec, names: Mapping[str, str], context: Mapping[str, A
 
 def _wants(helper: str, op: OpSpec, function: Mapping[str, Any]) -> bool:
     """Whether the op's module calls one of `_autograd`'s helpers besides needs_function."""
-    if helper == "tensors_of":  # an optional or Tensor[] argument (api/transforms.py's _tracked)
-        return any(a.differentiable and a.family != "Tensor" for a in op.args)
+    if helper == "tensors_of":
+        return wrapper_calls_tensors_of(op)
     return bool(function["uses_lists"])
 
 

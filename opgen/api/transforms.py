@@ -146,15 +146,20 @@ def function_context(
     }
 
 
+def wrapper_calls_tensors_of(op: OpSpec) -> bool:
+    """Whether the wrapper hands needs_function its tensors through `_autograd.tensors_of`:
+    an optional or Tensor[] differentiable argument (needs_function takes plain tensors)."""
+    return any(a.differentiable and a.family != "Tensor" for a in op.args)
+
+
 def _tracked(op: OpSpec, n: Mapping[str, str]) -> list[str]:
     """The wrapper's `if` that applies the Function (the package's `_autograd.needs_function`).
 
     An op with no register_autograd formulas needs the Function for plain autograd too
     (Note [Keyword-only tensors]).
     """
-    differentiable = [a for a in op.args if a.differentiable]
-    tensors = [a.name for a in differentiable]
-    if any(a.family != "Tensor" for a in differentiable):
+    tensors = [a.name for a in op.args if a.differentiable]
+    if wrapper_calls_tensors_of(op):
         tensors = [f"*{n['tensors_of']}({', '.join(tensors)})"]
     if not decisions(op).registers_autograd:
         tensors.append("registered=False")
