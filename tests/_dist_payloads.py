@@ -71,3 +71,20 @@ def docs_example(mesh: Any, source: str) -> tuple[bool, bool, str]:
         for p, q in zip(block.parameters(), reference.parameters(), strict=True)
     )
     return values, grads, str(block.norm.weight.grad.placements)
+
+
+def stall_rank1(mesh: Any, marker: str, times: int) -> None:
+    """Rank 1 sleeps past the collective timeout on its first `times` calls (counted in the file
+    `marker`), while rank 0 waits for it in a barrier."""
+    import time
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        path = Path(marker)
+        calls = int(path.read_text()) if path.exists() else 0
+        path.write_text(str(calls + 1))
+        if calls < times:
+            time.sleep(8)
+    dist.barrier()

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from opgen.testing import DistPool
+from opgen.testing._dist_pool import CollectiveTimeout
 
 import _dist_payloads as payloads
 from _sharding_support import make_project
@@ -177,11 +178,30 @@ def test_a_hang_is_bounded_and_a_dead_rank_is_named(pool: Any) -> None:
     assert pool.run(payloads.world) == [(0, 2), (1, 2)]
 
 
+def test_a_stall_in_a_collective_runs_once_more_on_fresh_ranks(tmp_path: Path) -> None:
+    # Rank 1 sleeps 8 s on its first call while rank 0 waits 2 s for it in a barrier.
+    pool = DistPool(world_size=2, collective_timeout_s=2)
+    try:
+        marker = str(tmp_path / "calls")
+        with pytest.warns(UserWarning, match=r"(?s)stall_rank1 stalled.*Timed out waiting") as seen:
+            assert pool.run(payloads.stall_rank1, marker, 1) == [None, None]
+        assert pool.starts == 2
+        stalls = [str(w.message) for w in seen if "stalled" in str(w.message)]
+        assert len(stalls) == 1 and "in stall_rank1" in stalls[0], "the silent rank 1's stack"
+        with pytest.raises(CollectiveTimeout, match="the second attempt on fresh ranks"):
+            with pytest.warns(UserWarning, match="stalled"):
+                pool.run(payloads.stall_rank1, marker, 4)
+        assert (tmp_path / "calls").read_text() == "4"
+    finally:
+        pool.close()
+
+
 _ORPHANS = """
 import os, sys
 sys.path[:0] = [{project!r}, {tests!r}]
 import _dist_payloads
 from opgen.testing import DistPool
+from opgen.testing._dist_pool import CollectiveTimeout
 pool = DistPool()
 print(*pool.run(_dist_payloads.pids), flush=True)
 os.kill(os.getpid(), 9)

@@ -10,8 +10,11 @@ coordinates: it hosts the rendezvous store on a port the OS picks (no race for
 a free port), waits for every rank with a deadline, and reports an error on
 any rank at once. A rank that died or did not answer, or an error some rank did
 not share, closes the pool (no rank stays blocked in a collective) and the next
-payload starts a fresh one. The ranks exit when the pytest process does, even
-if it is killed.
+payload starts a fresh one; the report shows where each silent rank was stuck
+(its Python stack). A payload whose every error is a collective timing out
+(a rank stalled past COLLECTIVE_TIMEOUT_S, as a loaded machine can make it)
+runs once more on fresh ranks, with a warning; a second failure is reported.
+The ranks exit when the pytest process does, even if it is killed.
 """
 
 from __future__ import annotations
@@ -20,9 +23,15 @@ import datetime
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
+import re
+import shutil
+import signal
+import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["DistPool"]
@@ -31,19 +40,38 @@ COLLECTIVE_TIMEOUT_S = 60.0  # a rank blocked in a collective gives up after thi
 READY_TIMEOUT_S = 180.0  # spawning the ranks takes 5-20 s on a loaded 2-core machine
 PAYLOAD_TIMEOUT_S = 300.0  # one test's payload, on every rank
 ERROR_GRACE_S = 3.0  # after one rank's error, how long the others may take to report theirs
+STACK_WAIT_S = 1.0  # how long a silent rank may take to write its stack
+
+# How gloo reports a collective that a peer did not join in time.
+_COLLECTIVE_TIMEOUT = re.compile(r"Timed out waiting \d+ ?ms")
+
+
+class CollectiveTimeout(AssertionError):
+    """Every failing rank gave up waiting for a peer inside a collective."""
 
 
 def _worker(
-    rank: int, world_size: int, port: int, imports: tuple[str, ...], conn: mpc.Connection
+    rank: int,
+    world_size: int,
+    port: int,
+    imports: tuple[str, ...],
+    conn: mpc.Connection,
+    stack_file: str,
+    collective_timeout_s: float,
 ) -> None:
+    import faulthandler
     import importlib
+
+    # SIGUSR1 writes this rank's stack, even while it is blocked inside a collective.
+    stacks = open(stack_file, "w")  # noqa: SIM115 (open while the rank lives)
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=False)
 
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     torch.set_num_threads(1)  # the ranks share the machine's cores
-    timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    timeout = datetime.timedelta(seconds=collective_timeout_s)
     store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
     mesh = init_device_mesh("cpu", (world_size,))
@@ -76,15 +104,23 @@ def _worker(
 
 class DistPool:
     """`world_size` gloo ranks, started on the first `run` and after any failure; each rank
-    imports the modules `imports` (`["mylib.sharding"]`) as it starts."""
+    imports the modules `imports` (`["mylib.sharding"]`) as it starts. A rank waits
+    `collective_timeout_s` in a collective for its peers."""
 
-    def __init__(self, world_size: int = 2, imports: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        world_size: int = 2,
+        imports: Sequence[str] = (),
+        collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
+    ) -> None:
         self.world_size = world_size
         self.imports = tuple(imports)
+        self.collective_timeout_s = collective_timeout_s
         self.starts = 0  # how many times the ranks were started
         self._procs: list[Any] = []
         self._conns: list[mpc.Connection] = []
         self._store: Any = None
+        self._stack_dir: str | None = None  # where silent ranks write their stacks
         self._ready = False  # every rank has said it is ready
 
     def launch(self) -> None:
@@ -101,6 +137,26 @@ class DistPool:
         **kwargs: Any,
     ) -> list[Any]:
         """`fn(mesh, *args, **kwargs)` on every rank; the results, by rank."""
+        try:
+            return self._run_once(fn, args, kwargs, timeout_s)
+        except CollectiveTimeout as first:
+            warnings.warn(
+                f"{_name(fn)} stalled in a collective; running it again on fresh ranks. "
+                f"The first attempt:\n{first}",
+                stacklevel=2,
+            )
+            try:
+                return self._run_once(fn, args, kwargs, timeout_s)
+            except CollectiveTimeout as second:
+                raise CollectiveTimeout(f"{second}\n(the second attempt on fresh ranks)") from first
+
+    def _run_once(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout_s: float,
+    ) -> list[Any]:
         self.launch()
         if not self._ready:
             try:
@@ -111,7 +167,7 @@ class DistPool:
             self._ready = True
         for conn in self._conns:
             conn.send((fn, args, kwargs))
-        return self._gather(f"{fn.__module__}.{fn.__qualname__}", timeout_s)
+        return self._gather(_name(fn), timeout_s)
 
     def close(self, busy: frozenset[int] = frozenset()) -> None:
         """Stop every rank: idle ones are asked to exit, `busy` ones (and any that linger) are
@@ -131,25 +187,51 @@ class DistPool:
                 proc.join(timeout=5)
         for conn in self._conns:
             conn.close()
+        if self._stack_dir is not None:
+            shutil.rmtree(self._stack_dir, ignore_errors=True)
         self._procs, self._conns, self._store, self._ready = [], [], None, False
+        self._stack_dir = None
+
+    def _stacks(self, ranks: frozenset[int]) -> str:
+        """Where each of `ranks` is now: its Python stack, asked for with SIGUSR1."""
+        assert self._stack_dir is not None
+        for rank in ranks:
+            if self._procs[rank].is_alive() and self._procs[rank].pid is not None:
+                os.kill(self._procs[rank].pid, signal.SIGUSR1)
+        time.sleep(STACK_WAIT_S)
+        texts = []
+        for rank in sorted(ranks):
+            path = os.path.join(self._stack_dir, f"rank{rank}.txt")
+            stack = Path(path).read_text().strip() if os.path.exists(path) else ""
+            texts.append(f"--- rank {rank}, where it was stuck ---\n{stack or '(no stack)'}")
+        return "\n".join(texts)
 
     def _spawn(self) -> None:
         import torch.distributed as dist
 
         ctx = mp.get_context("spawn")  # fork is unsafe once torch has started threads
+        self._stack_dir = tempfile.mkdtemp(prefix="opgen-ranks-")
         self._store = dist.TCPStore(
             "127.0.0.1",
             0,
             self.world_size,
             is_master=True,
             wait_for_workers=False,
-            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+            timeout=datetime.timedelta(seconds=self.collective_timeout_s),
         )
         for rank in range(self.world_size):
             ours, theirs = ctx.Pipe()
             proc = ctx.Process(
                 target=_worker,
-                args=(rank, self.world_size, self._store.port, self.imports, theirs),
+                args=(
+                    rank,
+                    self.world_size,
+                    self._store.port,
+                    self.imports,
+                    theirs,
+                    os.path.join(self._stack_dir, f"rank{rank}.txt"),
+                    self.collective_timeout_s,
+                ),
                 name=f"dist-rank{rank}",
                 daemon=True,
             )
@@ -176,9 +258,11 @@ class DistPool:
                 busy = frozenset(waiting.values())
                 if any(kind == "error" for kind, _ in replies.values()):
                     break  # the others are likely blocked in a collective the failed rank left
+                stacks = self._stacks(busy)
                 self.close(busy)
                 raise TimeoutError(
-                    f"{what}: ranks {sorted(busy)} did not answer within {timeout_s:.0f} s"
+                    f"{what}: ranks {sorted(busy)} did not answer within {timeout_s:.0f} s\n"
+                    + stacks
                 )
             self._receive(what, ready, waiting, sentinels, replies)
             if any(kind == "error" for kind, _ in replies.values()):
@@ -225,6 +309,14 @@ class DistPool:
             return
         silent = frozenset(r for r in range(self.world_size) if r not in replies)
         if silent:
+            errors.append(self._stacks(silent))
             self.close(silent)
             errors.append(f"(ranks {sorted(silent)} did not answer; the pool was restarted)")
-        raise AssertionError(f"{what} failed:\n" + "\n".join(errors))
+        stalled = all(_COLLECTIVE_TIMEOUT.search(text) for text in by_text)
+        raise (CollectiveTimeout if stalled else AssertionError)(
+            f"{what} failed:\n" + "\n".join(errors)
+        )
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
