@@ -140,6 +140,7 @@ class DistPool:
         try:
             return self._run_once(fn, args, kwargs, timeout_s)
         except CollectiveTimeout as first:
+            self.close()  # a process group whose collective timed out may not work again
             warnings.warn(
                 f"{_name(fn)} stalled in a collective; running it again on fresh ranks. "
                 f"The first attempt:\n{first}",
