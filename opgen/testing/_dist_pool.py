@@ -120,7 +120,7 @@ class DistPool:
         self._procs: list[Any] = []
         self._conns: list[mpc.Connection] = []
         self._store: Any = None
-        self._stack_dir: str | None = None  # where silent ranks write their stacks
+        self._stack_dir: Path | None = None  # where silent ranks write their stacks
         self._ready = False  # every rank has said it is ready
 
     def launch(self) -> None:
@@ -195,23 +195,26 @@ class DistPool:
 
     def _stacks(self, ranks: frozenset[int]) -> str:
         """Where each of `ranks` is now: its Python stack, asked for with SIGUSR1."""
-        assert self._stack_dir is not None
         for rank in ranks:
             if self._procs[rank].is_alive() and self._procs[rank].pid is not None:
                 os.kill(self._procs[rank].pid, signal.SIGUSR1)
         time.sleep(STACK_WAIT_S)
         texts = []
         for rank in sorted(ranks):
-            path = os.path.join(self._stack_dir, f"rank{rank}.txt")
-            stack = Path(path).read_text().strip() if os.path.exists(path) else ""
+            path = self._stack_file(rank)
+            stack = path.read_text().strip() if path.exists() else ""
             texts.append(f"--- rank {rank}, where it was stuck ---\n{stack or '(no stack)'}")
         return "\n".join(texts)
+
+    def _stack_file(self, rank: int) -> Path:
+        assert self._stack_dir is not None, "the ranks are not started"
+        return self._stack_dir / f"rank{rank}.txt"
 
     def _spawn(self) -> None:
         import torch.distributed as dist
 
         ctx = mp.get_context("spawn")  # fork is unsafe once torch has started threads
-        self._stack_dir = tempfile.mkdtemp(prefix="opgen-ranks-")
+        self._stack_dir = Path(tempfile.mkdtemp(prefix="opgen-ranks-"))
         self._store = dist.TCPStore(
             "127.0.0.1",
             0,
@@ -230,7 +233,7 @@ class DistPool:
                     self._store.port,
                     self.imports,
                     theirs,
-                    os.path.join(self._stack_dir, f"rank{rank}.txt"),
+                    str(self._stack_file(rank)),
                     self.collective_timeout_s,
                 ),
                 name=f"dist-rank{rank}",
