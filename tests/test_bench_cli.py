@@ -46,6 +46,20 @@ def test_quick_bench_prints_table_and_writes_json(project):
     assert {r["impl"] for r in data["results"]} == {"opgen", "reference", "compiled", "native"}
     assert any((project / ".opgen" / "cache" / "inductor-bench").iterdir())
     assert all(r["median"] > 0 and r["size"] == "64" for r in data["results"])
+    # the smallest size's gap against the call overhead timed in the same turns
+    assert "smallest size (64): opgen " in run.stdout and "(opgen − native on 1-element inputs" in run.stdout
+    (opgen,) = [r for r in data["results"] if r["impl"] == "opgen"]
+    ones = opgen["extra"]["call_overhead"]
+    assert ones["baseline"] == "native" and all(t > 0 for t in ones["opgen"] + ones["base"])
+
+
+def test_the_call_overhead_is_timed_at_the_smallest_size_only(project):
+    run = _bench(project, "--no-compile", "--min-time", "0.02", "--json", "sizes.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((project / "sizes.json").read_text())
+    timed = {r["size"]: "call_overhead" in r["extra"] for r in data["results"] if r["impl"] == "opgen"}
+    assert timed == {"64": True, "4096": False}
+    assert run.stdout.count("smallest size (") == 1
 
 
 def test_no_compile_leaves_the_compiled_reference_out(project):
@@ -117,6 +131,7 @@ def test_dtype_picks_the_dtypes_timed(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     sizes = {r["size"] for r in json.loads((tmp_path / "out.json").read_text())["results"]}
     assert sizes == {"64 float64"}, sizes
+    assert "smallest size" not in run.stdout  # one size is the op's largest too: no small-size line
     run = _bench(tmp_path, "--quick", "--dtype", "bfloat16")
     assert run.returncode == 1
     assert "skipped foo: benchmarked in float32, float64 ([bench] dtypes), not in bfloat16" in run.stderr

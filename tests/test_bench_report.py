@@ -8,12 +8,14 @@ import torch
 from opgen.bench.cases import CaseError, build_case, size_points
 from opgen.bench.report import (
     NOISY,
+    OVERHEAD,
     Result,
     best_baseline,
     format_time,
     from_json,
     noisy_warnings,
     op_table,
+    overhead_line,
     overhead_table,
     speedup,
     stat_note,
@@ -103,6 +105,35 @@ def test_overhead_table_shows_ratio_to_native():
     cells = lambda table: [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()[2:]]  # noqa: E731
     assert cells(overhead_table(rows))[1] == ["add (baseline)", "python library", "torch.ops handle", "2.5 µs (IQR 0%)", "2.50×"]
     assert cells(overhead_table(rows, "min"))[1] == ["add (baseline)", "python library", "torch.ops handle", "2 µs (median +25%)", "4.00×"]
+
+
+def _smallest(opgen: float, native: float, one_opgen: list[float], one_native: list[float]) -> list[Result]:
+    ones = {"baseline": "native", "opgen": one_opgen, "base": one_native}
+    return [
+        Result("mm", "opgen", "128", opgen, best=opgen * 0.9, extra={OVERHEAD: ones}),
+        Result("mm", "native", "128", native, best=native * 0.9),
+        Result("mm", "compiled", "128", native * 2, best=native * 2),
+        Result("mm", "opgen", "1024", 1e-3),
+        Result("mm", "native", "1024", 1e-3),
+    ]
+
+
+def test_the_smallest_size_sets_its_gap_against_the_overhead_timed_with_it():
+    within = overhead_line(_smallest(30e-6, 23e-6, [9e-6, 8e-6], [1e-6, 1e-6]))
+    assert within == (
+        "smallest size (128): opgen 7 µs behind native; call overhead 8 µs (opgen − native on "
+        "1-element inputs, timed in the same turns): within it"
+    )
+    over = overhead_line(_smallest(30e-6, 20e-6, [9e-6, 6e-6], [1e-6, 1e-6]))
+    assert over is not None and over.endswith("call overhead 8 µs (opgen − native on 1-element inputs, timed in the same turns): over it by 2 µs")
+    # --stat min: the fastest blocks of both sizes (27 - 18 = 9 µs against 6 - 1 = 5 µs)
+    assert overhead_line(_smallest(30e-6, 20e-6, [9e-6, 6e-6], [1e-6, 1e-6]), "min").endswith("over it by 4 µs")  # type: ignore[union-attr]
+    ahead = overhead_line(_smallest(20e-6, 25e-6, [9e-6, 8e-6], [1e-6, 1e-6]))
+    assert ahead is not None and "opgen 5 µs ahead of native" in ahead and ahead.endswith("within it")
+    assert overhead_line(_results()) is None  # no 1-element calls timed with this group
+    # a reference slower than opgen on 1-element inputs leaves a negative overhead
+    cheaper = overhead_line(_smallest(30e-6, 40e-6, [9e-6, 8e-6], [11e-6, 10e-6]))
+    assert cheaper is not None and "call overhead −2 µs" in cheaper and cheaper.endswith("within it")
 
 
 def test_each_figure_shows_its_spread_and_noisy_ones_are_marked():

@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = [
     "NOISY",
+    "OVERHEAD",
+    "overhead_line",
     "Result",
     "stat_note",
     "noisy_warnings",
@@ -34,6 +36,11 @@ __all__ = [
 
 # Above this, a figure's timing blocks or rounds disagree too much to trust its digits.
 NOISY = 0.2
+
+# Result.extra key of opgen's row at an op's smallest size: the 1-element calls timed in the
+# same turns (Note [Overhead in the same run] in run.py): {"baseline": name, "opgen": [median,
+# best], "base": [median, best]}, seconds per call.
+OVERHEAD = "call_overhead"
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,29 @@ def op_table(results: list[Result], stat: str = "median") -> str:
     moved = " from input+output bytes" + (" (and their grads)" if "backward" in first.mode else "")
     title = f"### {first.op} ({first.mode}; {unit}{moved if derived and unit == 'GB/s' else ''}; vs best = time(fastest baseline) / time(opgen))"
     return title + "\n\n" + _markdown(header, rows)
+
+
+def overhead_line(results: list[Result], stat: str = "median") -> str | None:
+    """At the op's smallest size, opgen's gap to the best baseline set against the call
+    overhead timed in the same run; None when this group did not time the overhead."""
+    mine = next((r for r in results if r.impl == "opgen" and OVERHEAD in r.extra), None)
+    if mine is None:
+        return None
+    best = best_baseline([r for r in results if r.size == mine.size], stat)
+    if best is None:
+        return None
+    ones = mine.extra[OVERHEAD]
+    pick = 1 if stat == "min" else 0
+    overhead = ones["opgen"][pick] - ones["base"][pick]
+    gap = seconds(mine, stat) - seconds(best, stat)
+    where = f"{format_time(gap)} behind" if gap > 0 else f"{format_time(-gap)} ahead of"
+    verdict = "within it" if gap <= overhead else f"over it by {format_time(gap - overhead)}"
+    cost = format_time(overhead) if overhead >= 0 else f"−{format_time(-overhead)}"
+    return (
+        f"smallest size ({mine.size}): opgen {where} {best.impl}; call overhead "
+        f"{cost} (opgen − {ones['baseline']} on 1-element inputs, timed in the "
+        f"same turns): {verdict}"
+    )
 
 
 def overhead_table(results: list[Result], stat: str = "median") -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -10,8 +11,8 @@ from typing import Any
 
 from ..project.load import Project
 from ..spec.model import OpSpec
-from .cases import Case, CaseError, build_case, size_points
-from .report import Result
+from .cases import NATIVE, OPGEN, REFERENCE, Case, CaseError, build_case, size_points
+from .report import OVERHEAD, Result
 from .timing import progress, time_interleaved
 
 __all__ = [
@@ -70,7 +71,7 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
     if options.compile:
         _quiet_compile_logs()
     run = BenchRun()
-    plans: list[tuple[OpSpec, dict[str, int], bool, str]] = []
+    plans: list[tuple[OpSpec, dict[str, int], bool, str, bool]] = []  # + at the smallest size
     for op in ops:
         if options.device not in op.devices:
             run.skipped.append(
@@ -85,15 +86,19 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
             )
             continue
         modes = (False, True) if op.bench.backward else (False,)
+        sizes = size_points(op, options.quick)
+        every = size_points(op, quick=False)
+        # With one size, that size is the op's largest too: its target is the ratio.
+        smallest = min(every, key=lambda s: math.prod(s.values())) if len(every) > 1 else None
         plans.extend(
-            (op, size, backward, dtype)
+            (op, size, backward, dtype, size == smallest)
             for backward in modes
             for dtype in dtypes
-            for size in size_points(op, options.quick)
+            for size in sizes
         )
     failed: set[tuple[str, bool, str]] = set()
     with progress(len(plans), options.show_progress) as bar:
-        for op, size, backward, dtype in plans:
+        for op, size, backward, dtype, is_smallest in plans:
             bar.describe(f"{op.name} {size} {dtype}{' fwd+bwd' if backward else ''}")
             if (op.name, backward, dtype) not in failed:
                 try:
@@ -112,14 +117,68 @@ def run_bench(project: Project, ops: list[OpSpec], options: BenchOptions) -> Ben
                     failed.add((op.name, backward, dtype))
                 else:
                     run.skipped.extend(n for n in case.notes if n not in run.skipped)
-                    _time_case(case, options, run)
+                    one_element = None
+                    if is_smallest:
+                        one_element = _one_element_calls(
+                            op, namespace, case, options.device, backward, dtype, run
+                        )
+                    _time_case(case, options, run, one_element)
                     if options.compile:
                         _forget_compiled()
             bar.advance(op.name)
     return run
 
 
-def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
+# Note [Overhead in the same run]
+# The target for the smallest size is "no slower than the best baseline by more
+# than the call overhead", the fixed cost of the wrapper against the native op on
+# 1-element inputs. Timed in another run, the two figures come from moments at
+# which the host may run at different speeds; at the smallest size of each op the
+# 1-element calls of opgen and of its native op (the reference without one) are
+# therefore timed in the same turns as that size's implementations, and the report
+# sets the one gap against the other.
+_ONE = "_one_element_"
+
+
+def _one_element_calls(
+    op: OpSpec,
+    namespace: dict[str, Any],
+    case: Case,
+    device: str,
+    backward: bool,
+    dtype: str,
+    run: BenchRun,
+) -> str | None:
+    """Put opgen's and the overhead baseline's 1-element calls into `case`'s globals, as
+    `_one_element_opgen()` and `_one_element_<baseline>()`; the baseline's name, or None
+    (with a note) when the op has neither a native op nor a reference or they cannot run."""
+    try:
+        ones = build_case(
+            op, namespace[op.name], namespace, {k: 1 for k in case.size}, device, backward, dtype
+        )
+        stmts = {impl.name: impl.stmt for impl in ones.impls}
+        base = NATIVE if NATIVE in stmts else REFERENCE if REFERENCE in stmts else None
+        if base is None:
+            return None
+        for name in (OPGEN, base):
+            call = eval(f"lambda: {stmts[name]}", ones.globals)
+            call()
+            case.globals[_ONE + name] = call
+    except Exception as exc:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        note = (
+            f"{case.op} call overhead ({case.mode}): 1-element inputs fail: "
+            f"{type(exc).__name__}: {why}"
+        )
+        if note not in run.skipped:
+            run.skipped.append(note)
+        return None
+    return base
+
+
+def _time_case(
+    case: Case, options: BenchOptions, run: BenchRun, one_element: str | None = None
+) -> None:
     stmts: dict[str, str] = {}
     for impl in case.impls:
         try:  # a failing reference must not end the whole run
@@ -131,12 +190,23 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
             )
         else:
             stmts[impl.name] = impl.stmt
+    ones = (OPGEN, one_element) if one_element and OPGEN in stmts else ()
+    stmts.update({_ONE + name: f"{_ONE}{name}()" for name in ones})
     rounds = 1 if options.quick else 3
     timings = time_interleaved(
         stmts, case.globals, options.min_run_time, options.threads, rounds, options.clock
     )
+    one_timings = {name: timings.pop(_ONE + name) for name in ones}
     name = case.op.split("::", 1)[-1]
     for impl_name, t in timings.items():
+        extra: dict[str, Any] = {}
+        if impl_name == OPGEN and one_timings:
+            mine, theirs = one_timings[OPGEN], one_timings[str(one_element)]
+            extra[OVERHEAD] = {
+                "baseline": one_element,
+                "opgen": [mine.median, mine.best],
+                "base": [theirs.median, theirs.best],
+            }
         run.results.append(
             Result(
                 name,
@@ -152,6 +222,7 @@ def _time_case(case: Case, options: BenchOptions, run: BenchRun) -> None:
                 case.flops,
                 case.derived_bytes,
                 disagreement=t.disagreement,
+                extra=extra,
             )
         )
 

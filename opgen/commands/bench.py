@@ -247,7 +247,7 @@ def _inductor_cache(folder: Path) -> Iterator[None]:
 def _print(
     results: list[Result], overhead: bool, stat: str, quick: bool = False, clock: str = "wall"
 ) -> None:
-    from ..bench.report import noisy_warnings, op_table, overhead_table, stat_note
+    from ..bench.report import noisy_warnings, op_table, overhead_line, overhead_table, stat_note
 
     note = stat_note(stat, rounds=1 if quick and not overhead else 3)
     if clock == "cpu":
@@ -268,7 +268,8 @@ def _print(
     for r in results:
         groups.setdefault((r.op, r.mode), []).append(r)
     for group in groups.values():
-        typer.echo(op_table(group, stat) + "\n")
+        line = overhead_line(group, stat)
+        typer.echo(op_table(group, stat) + ("\n\n" + line if line else "") + "\n")
 
 
 def _write(
