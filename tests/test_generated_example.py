@@ -38,11 +38,12 @@ _ASK_ISA = (
 
 
 # Shapes the generated tests' small samples do not reach: matmul's packed path (above ~160^3
-# multiply-adds) and its edges, rows and vectors with SIMD tails, parallel chunks.
+# multiply-adds) and its edges, its unpacked path with full-width and masked tiles in one
+# product (40 x 70), rows and vectors with SIMD tails, parallel chunks.
 _SWEEP = """
 import torch, torch.nn.functional as F, example_ops as ex
 torch.manual_seed(0)
-for m, n, k in [(13, 31, 17), (128, 128, 128), (200, 170, 150), (300, 33, 513), (1030, 67, 80)]:
+for m, n, k in [(13, 31, 17), (40, 70, 50), (128, 128, 128), (200, 170, 150), (300, 33, 513), (1030, 67, 80)]:
     a, b = torch.randn(m, k), torch.randn(k, n)
     assert torch.allclose(ex.matmul(a, b).double(), a.double() @ b.double(), atol=1e-4 * k, rtol=1e-4), (m, n, k)
 for n in (1, 15, 17, 100_003):

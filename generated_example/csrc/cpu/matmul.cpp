@@ -258,8 +258,10 @@ EXAMPLE_AVX512 void ukernel_avx512(int64_t kc, const float* __restrict Ap,
 
 // The same tile read straight from A and B (no packing): for small products, where
 // packing costs as much as the math. Rows past mr re-read the last valid row (their
-// results are not stored); columns past nr are masked off.
-template <int MR>
+// results are not stored); columns past nr are masked off. A tile of full width loads B
+// without masks (`Full`): with masked loads a 128^3 product took 15 % longer (27.5 against
+// 23.9 us on one thread).
+template <int MR, bool Full>
 EXAMPLE_AVX512 void ukernel_avx512_direct(int64_t K, const float* A, int64_t lda, const float* B,
                                           int64_t ldb, float* C, int64_t ldc, int64_t mr,
                                           int64_t nr) {
@@ -272,8 +274,9 @@ EXAMPLE_AVX512 void ukernel_avx512_direct(int64_t K, const float* A, int64_t lda
 #pragma GCC unroll 14
   for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
-    const __m512 b1 = _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
+    const __m512 b0 = Full ? _mm512_loadu_ps(B + k * ldb) : _mm512_maskz_loadu_ps(m0, B + k * ldb);
+    const __m512 b1 =
+        Full ? _mm512_loadu_ps(B + k * ldb + 16) : _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
 #pragma GCC unroll 14
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r][k]);
@@ -604,8 +607,12 @@ void gemm_direct_avx512(const float* A, const float* B, float* C, int64_t M, int
   torch::stable::parallel_for(0, npanels * nsl, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = (t / nsl) * DMR, n0 = (t % nsl) * kNR512;
-      ukernel_avx512_direct<DMR>(K, A + i * K, K, B + n0, N, C + i * N + n0, N,
-                                         std::min<int64_t>(DMR, M - i), std::min(kNR512, N - n0));
+      const int64_t mr = std::min<int64_t>(DMR, M - i), nr = std::min(kNR512, N - n0);
+      const float* a = A + i * K;
+      if (nr == kNR512)
+        ukernel_avx512_direct<DMR, true>(K, a, K, B + n0, N, C + i * N + n0, N, mr, nr);
+      else
+        ukernel_avx512_direct<DMR, false>(K, a, K, B + n0, N, C + i * N + n0, N, mr, nr);
     }
   });
 }
