@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "Case",
     "CaseError",
     "size_points",
+    "overhead_baseline",
     "build_case",
     "DEFAULT_SIZES",
     "QUICK_SIZES",
@@ -45,6 +47,13 @@ OPGEN, REFERENCE, NATIVE, HANDLE = "opgen", "reference", "native", "torch.ops"
 COMPILED, ORIGINAL = "compiled", "original"
 # What the op is compared with, in the order the tables show them (Note [Bench baselines]).
 BASELINES = (REFERENCE, COMPILED, NATIVE, ORIGINAL)
+
+
+def overhead_baseline(names: Iterable[str]) -> str | None:
+    """What opgen's call overhead is measured against, among a case's implementations: the
+    native op, else the reference; None with neither."""
+    present = set(names)
+    return NATIVE if NATIVE in present else REFERENCE if REFERENCE in present else None
 
 
 class CaseError(Exception):

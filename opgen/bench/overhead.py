@@ -16,7 +16,7 @@ import torch
 from ..runtime.autograd import needs_function
 from ..spec.backends import backend_of
 from ..spec.model import OpSpec
-from .cases import HANDLE, NATIVE, OPGEN, REFERENCE, CaseError, build_case
+from .cases import HANDLE, OPGEN, CaseError, build_case, overhead_baseline
 from .report import Result
 from .timing import time_interleaved
 
@@ -148,7 +148,7 @@ def op_calls(
     case.globals["_handle"] = getattr(
         getattr(getattr(torch.ops, op.namespace), op.name), op.overload or "default"
     )
-    base_name = NATIVE if NATIVE in stmts else REFERENCE if REFERENCE in stmts else None
+    base_name = overhead_baseline(stmts)
     if base_name is None:
         raise CaseError(
             f"{op.qualname}: give bench.native or test.reference to compare the call overhead with"

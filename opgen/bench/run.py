@@ -11,7 +11,7 @@ from typing import Any
 
 from ..project.load import Project
 from ..spec.model import OpSpec
-from .cases import NATIVE, OPGEN, REFERENCE, Case, CaseError, build_case, size_points
+from .cases import OPGEN, Case, CaseError, build_case, overhead_baseline, size_points
 from .report import OVERHEAD, Result
 from .timing import progress, time_interleaved
 
@@ -157,7 +157,7 @@ def _one_element_calls(
             op, namespace[op.name], namespace, {k: 1 for k in case.size}, device, backward, dtype
         )
         stmts = {impl.name: impl.stmt for impl in ones.impls}
-        base = NATIVE if NATIVE in stmts else REFERENCE if REFERENCE in stmts else None
+        base = overhead_baseline(stmts)
         if base is None:
             return None
         for name in (OPGEN, base):
