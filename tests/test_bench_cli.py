@@ -137,3 +137,29 @@ def test_dtype_picks_the_dtypes_timed(tmp_path):
     assert "skipped foo: benchmarked in float32, float64 ([bench] dtypes), not in bfloat16" in run.stderr
     run = _bench(tmp_path, "--dtype", "bf16")
     assert run.returncode == 2 and "error: --dtype bf16 is no dtype" in run.stderr
+
+
+def test_a_kernel_wrong_at_a_bench_size_fails_the_bench(tmp_path):
+    """Right on the spec's samples and at 64 elements, wrong at 4096: the bench says where, shows
+    no ratio for that row and exits 1 (Note [The bench checks what it times])."""
+    _new_project(tmp_path, 'sizes = [64, 4096]\nnative = "torch.sin(x)"')
+    kernel = tmp_path / "mylib" / "kernels" / "foo.py"
+    kernel.write_text(
+        kernel.read_text().replace(
+            "    return torch.sin(x)",
+            "    y = torch.sin(x)\n    if x.numel() > 1000:\n        y.view(-1)[-1] = 7.0\n    return y",
+        )
+    )
+    run = _bench(tmp_path, "--no-compile", "--min-time", "0.02", "--json", "wrong.json")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (
+        "error: foo at 4096 (forward): opgen's results differ: output 0: 1 of 4096 elements differ,"
+        " by up to " in run.stderr
+    )
+    assert "(against reference)" in run.stderr and "A [[test.samples]] entry of this size" in run.stderr
+    rows = {r["size"]: r for r in json.loads((tmp_path / "wrong.json").read_text())["results"] if r["impl"] == "opgen"}
+    assert "differs" in rows["4096"]["extra"] and "differs" not in rows["64"]["extra"]
+    (row,) = [line for line in run.stdout.splitlines() if line.startswith("| 4096 ")]
+    assert row.rstrip(" |").endswith("results differ")
+    (row,) = [line for line in run.stdout.splitlines() if line.startswith("| 64 ")]
+    assert "results differ" not in row and "×" in row

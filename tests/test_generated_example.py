@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,34 @@ def test_generated_example_force_scalar_and_a_bad_level(built_example):
     )
     assert run.returncode == 1
     assert "EXAMPLE_CPU_ISA=avx1 is not a SIMD level: use scalar, avx2 or avx512" in run.stderr
+
+
+@pytest.mark.slow
+def test_a_bench_run_on_the_scalar_path_times_every_cpp_kernel(built_example, tmp_path):
+    """With the scalar twins forced, `opgen bench` still times every C++ op of the reference set
+    against its baselines (the correctness of that path: the SIMD-level test above)."""
+    from opgen.project.load import load_project
+
+    cpp = {
+        op.name
+        for op in load_project(built_example.root).ops
+        if op.backend == "cpp" and "cpu" in op.devices and op.bench.sizes
+    }
+    out = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "opgen", "bench", "--quick", "--no-compile", "--no-progress"]
+        + ["--json", str(out)],
+        cwd=built_example.root,
+        env={**os.environ, "EXAMPLE_CPU_ISA": "scalar"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert _kernel_isa(built_example.root, EXAMPLE_CPU_ISA="scalar") == "scalar"
+    rows = json.loads(out.read_text())["results"]
+    timed = {r["op"] for r in rows if r["impl"] == "opgen" and r["median"] > 0}
+    assert cpp and cpp <= timed, sorted(cpp - timed)
+    for op in cpp:
+        baselines = {r["impl"] for r in rows if r["op"] == op and r["impl"] != "opgen"}
+        assert baselines, f"{op}: no baseline timed beside opgen"

@@ -79,6 +79,12 @@ class Case:
     numel: int = 0  # elements of the largest input: the x axis of plots
     notes: list[str] = field(default_factory=list)
     dtype: str = ""  # shown beside the size when the spec times several dtypes
+    inputs: tuple[str, ...] = ()  # the names in `globals` that are the op's arguments
+    returns: int = 0  # values the schema returns (in-place and out= ops: often none)
+    mutated: tuple[str, ...] = ()  # the arguments the op writes
+    # the reference is the tests' ([test]), which returns the values an op that returns
+    # nothing writes, not a `[bench] reference` that writes them as the op does
+    reference_returns_writes: bool = False
 
     @property
     def size_label(self) -> str:
@@ -289,6 +295,10 @@ def build_case(
     mode = "forward+backward" if backward else "forward"
     case = Case(op.qualname, size, mode, impls, scope, notes=notes)
     case.dtype = dtype_name if len(op.bench.dtypes) > 1 else ""
+    case.inputs = tuple(inputs)
+    case.returns = len(op.returns)
+    case.mutated = tuple(a.name for a in op.mutated)
+    case.reference_returns_writes = not op.bench.reference
     case.numel = max((t.numel() for t in tensors), default=0)
     _count_work(case, op, {**size, **inputs}, tensors, outputs, wrt if backward else None)
     return case

@@ -17,6 +17,8 @@ from typing import Any
 __all__ = [
     "NOISY",
     "OVERHEAD",
+    "DIFFERS",
+    "differing",
     "overhead_line",
     "Result",
     "stat_note",
@@ -41,6 +43,10 @@ NOISY = 0.2
 # same turns (Note [Overhead in the same run] in run.py): {"baseline": name, "opgen": [median,
 # best], "base": [median, best]}, seconds per call.
 OVERHEAD = "call_overhead"
+
+# Result.extra key of opgen's row where its results differ from its oracle's (Note [The bench
+# checks what it times] in agree.py): what differs, in words. The row shows no ratio.
+DIFFERS = "differs"
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,17 @@ def noisy_warnings(results: Iterable[Result]) -> list[str]:
     ]
 
 
+def differing(results: list[Result]) -> list[str]:
+    """An error per case whose opgen results differ from its oracle's, saying what to do."""
+    return [
+        f"{r.op} at {r.size} ({r.mode}): opgen's results differ: {r.extra[DIFFERS]}; its ratios "
+        "there compare different computations. A [[test.samples]] entry of this size lets "
+        "`opgen test` show where the kernel goes wrong"
+        for r in results
+        if r.impl == "opgen" and DIFFERS in r.extra
+    ]
+
+
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
@@ -182,9 +199,9 @@ def op_table(results: list[Result], stat: str = "median") -> str:
         row.append(format_rate(by["opgen"], stat) if "opgen" in by else "–")
         row.append(best.impl if best else "–")
         ratio = speedup(at, "opgen", best.impl, stat) if best else None
-        row.append(
-            _ratio(ratio, any(by[k].noisy for k in ("opgen", best.impl if best else "") if k in by))
-        )
+        noisy = any(by[k].noisy for k in ("opgen", best.impl if best else "") if k in by)
+        wrong = "opgen" in by and DIFFERS in by["opgen"].extra
+        row.append("results differ" if wrong else _ratio(ratio, noisy))
         rows.append(row)
     first = results[0]
     moved = " from input+output bytes" + (" (and their grads)" if "backward" in first.mode else "")

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..project.load import Project
 from ..spec.model import OpSpec
+from .agree import disagreement, oracle
 from .cases import OPGEN, Case, CaseError, build_case, overhead_baseline, size_points
-from .report import OVERHEAD, Result
+from .report import DIFFERS, OVERHEAD, Result
 from .timing import progress, time_interleaved
 
 __all__ = [
@@ -190,6 +191,7 @@ def _time_case(
             )
         else:
             stmts[impl.name] = impl.stmt
+    differs = _compare(case, stmts, run)
     ones = (OPGEN, one_element) if one_element and OPGEN in stmts else ()
     stmts.update({_ONE + name: f"{_ONE}{name}()" for name in ones})
     rounds = 1 if options.quick else 3
@@ -200,6 +202,8 @@ def _time_case(
     name = case.op.split("::", 1)[-1]
     for impl_name, t in timings.items():
         extra: dict[str, Any] = {}
+        if impl_name == OPGEN and differs:
+            extra[DIFFERS] = differs
         if impl_name == OPGEN and one_timings:
             mine, theirs = one_timings[OPGEN], one_timings[str(one_element)]
             extra[OVERHEAD] = {
@@ -225,6 +229,20 @@ def _time_case(
                 extra=extra,
             )
         )
+
+
+def _compare(case: Case, stmts: dict[str, str], run: BenchRun) -> str | None:
+    """Why opgen's results differ from its oracle's at this case, or None (Note [The bench
+    checks what it times]); a comparison that cannot run is a note, not a verdict."""
+    try:
+        return disagreement(case, stmts)
+    except Exception as exc:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        run.skipped.append(
+            f"{case.op} at {case.size_label} ({case.mode}): results not compared with "
+            f"{oracle(stmts)}: {type(exc).__name__}: {why}"
+        )
+        return None
 
 
 def _quiet_compile_logs() -> None:

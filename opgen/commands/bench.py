@@ -109,6 +109,7 @@ def bench(
     What each op is timed on is its spec's [bench] table (docs/performance.md).
     """
     from ..bench.host import host
+    from ..bench.report import differing
     from ..bench.run import BenchOptions, meta, run_bench, run_overhead, select_ops
     from ..bench.timing import machine_cores, set_threads
     from ..errors import OpgenError
@@ -155,6 +156,9 @@ def bench(
     _print(run.results, overhead, stat, quick, clock)
     for note in run.skipped:
         err(f"skipped {note}")
+    wrong = differing(run.results)
+    for message in wrong:
+        err(f"error: {message}")
     _write(
         run.results,
         {**meta(options, "overhead" if overhead else "bench"), **machine.as_dict()},
@@ -163,7 +167,7 @@ def bench(
         metric,
         overhead,
     )
-    if not run.results:
+    if wrong or not run.results:
         raise typer.Exit(1)
 
 
