@@ -104,7 +104,9 @@ def bench(
     ] = None,
 ) -> None:
     """Benchmark the ops named (default: all) against their baselines: the spec's reference,
-    torch.compile of it, PyTorch's native op and the original library's op.
+    torch.compile of it, PyTorch's native op and the original library's op. At each size
+    opgen's results are first compared with the reference's; where they differ the row shows
+    no ratio and the command exits 1.
 
     What each op is timed on is its spec's [bench] table (docs/performance.md).
     """
