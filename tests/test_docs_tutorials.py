@@ -30,6 +30,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,21 @@ def shims(folder: Path, needs: AbstractSet[str] = frozenset()) -> dict[str, str]
     return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": path}
 
 
+# Note [A rank killed by a signal]
+# gloo's shutdown can, rarely, abort one rank of a finished `torch.distributed.run` job with
+# "terminate called without an active exception" (SIGABRT, seen once in CI on the sharding
+# tutorial, not reproduced in 27 runs here, 15 of them with both cores busy). Such a block runs
+# once more, after a warning showing the first attempt; a rank that fails again, or fails any
+# other way (an assertion, an exit code), fails the test as before.
+_SIGNAL_EXIT = re.compile(r"exitcode\s*:\s*-\d+\s*\(pid: \d+\)\s*\(SIG(?!TERM)")
+
+
+def rank_killed_by_a_signal(output: str) -> bool:
+    """Whether `torch.distributed.run` reports a rank killed by a signal other than the SIGTERM
+    it sends the others itself."""
+    return "ChildFailedError" in output and bool(_SIGNAL_EXIT.search(output))
+
+
 def run_tutorial(name: str, home: Path) -> tuple[int, int, str]:
     """Runs the tutorial's blocks; returns (blocks run, blocks not run, last `opgen test` output)."""
     page = TUTORIALS / name
@@ -147,6 +163,15 @@ def run_tutorial(name: str, home: Path) -> tuple[int, int, str]:
             result = subprocess.run(
                 command, env=env, capture_output=True, text=True, timeout=900, input=""
             )
+            if result.returncode != 0 and rank_killed_by_a_signal(result.stdout + result.stderr):
+                warnings.warn(
+                    f"{where}: a rank died by a signal; the block runs once more. The first "
+                    f"attempt:\n{(result.stdout + result.stderr)[-4000:]}",
+                    stacklevel=1,
+                )
+                result = subprocess.run(
+                    command, env=env, capture_output=True, text=True, timeout=900, input=""
+                )
         else:
             result = subprocess.run(
                 ["python", "-"],
@@ -255,3 +280,28 @@ def test_the_tutorial_runs_verbatim(
     assert last_test, f"docs/tutorials/{name}: no `opgen test` ran"
     assert re.search(r"\b\d+ passed\b", last_test), last_test[-3000:]
     assert not re.search(r"\b\d+ (failed|errors?)\b", last_test), last_test[-3000:]
+
+
+_ABORTED = """\
+terminate called without an active exception
+W1127 10:29:08.674000 24555 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 24560 closing signal SIGTERM
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 24560)  (SIGTERM)
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 24561)  (SIGABRT)
+"""
+
+
+def test_only_a_rank_killed_by_a_signal_runs_the_block_again() -> None:
+    """Note [A rank killed by a signal]: the CI failure's output reruns; a rank's own error does
+    not, nor does the SIGTERM the launcher sends the others."""
+    assert rank_killed_by_a_signal(_ABORTED)
+    assert rank_killed_by_a_signal(_ABORTED.replace("-6 (pid: 24561)  (SIGABRT)", "-11 (pid: 1)  (SIGSEGV)"))
+    failed = _ABORTED.replace("exitcode  : -6 (pid: 24561)  (SIGABRT)", "exitcode  : 1 (pid: 24561)")
+    assert not rank_killed_by_a_signal(failed)  # e.g. an AssertionError in demo.py
+    assert not rank_killed_by_a_signal(_ABORTED.replace("ChildFailedError", "Error"))  # no launcher
