@@ -156,7 +156,7 @@ def differing(results: list[Result]) -> list[str]:
     return [
         f"{r.op} at {r.size} ({r.mode}): opgen's results differ: {r.extra[DIFFERS]}; its ratios "
         "there compare different computations. A [[test.samples]] entry of this size lets "
-        "`opgen test` show where the kernel goes wrong"
+        "`opgen test` show where the op goes wrong"
         for r in results
         if r.impl == "opgen" and DIFFERS in r.extra
     ]

@@ -105,8 +105,8 @@ def bench(
 ) -> None:
     """Benchmark the ops named (default: all) against their baselines: the spec's reference,
     torch.compile of it, PyTorch's native op and the original library's op. At each size
-    opgen's results are first compared with the reference's; where they differ the row shows
-    no ratio and the command exits 1.
+    opgen's results are first compared with the reference's (else the native op's); where they
+    differ the row shows no ratio and the command exits 1.
 
     What each op is timed on is its spec's [bench] table (docs/performance.md).
     """
